@@ -1,0 +1,53 @@
+// Google Benchmark main for shardmesh's benchmarks on MPI ranks: initialises
+// MPI and Kokkos, runs the same benchmarks on every rank, reports from rank 0.
+// Every benchmark times itself with max_over_ranks (manual time), so all ranks
+// see the same times and Google Benchmark picks the same iteration counts on
+// every rank: their collectives always match.
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <shardmesh/runtime_info.hpp>
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+class silent_reporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(Context const&) override { return true; }
+  void ReportRuns(std::vector<Run> const&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  MPI_Init(&argc, &argv);
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    int rank = 0;
+    int ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    // Only rank 0 writes --benchmark_out; the others drop the flag.
+    if (rank != 0)
+      argc = static_cast<int>(std::remove_if(argv + 1, argv + argc, [](char const* arg) {
+                                return std::string_view(arg).starts_with("--benchmark_out");
+                              }) - argv);
+    benchmark::Initialize(&argc, argv);
+    benchmark::AddCustomContext("shardmesh_runtime", shardmesh::to_string(shardmesh::query_runtime_info()));
+    benchmark::AddCustomContext("mpi_ranks", std::to_string(ranks));
+    if (rank == 0) {
+      benchmark::RunSpecifiedBenchmarks();
+    } else {
+      silent_reporter display;
+      benchmark::RunSpecifiedBenchmarks(&display);
+    }
+    benchmark::Shutdown();
+  }
+  MPI_Finalize();
+  return 0;
+}

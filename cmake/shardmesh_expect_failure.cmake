@@ -1,0 +1,28 @@
+# cmake -DPATTERN=<regex> -DTIMEOUT=<s> -P shardmesh_expect_failure.cmake -- COMMAND...
+# Succeeds when COMMAND finishes within TIMEOUT seconds with a non-zero exit
+# status and output (stdout and stderr) matching PATTERN.
+set(command "")
+set(collect OFF)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(collect)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(collect ON)
+  endif()
+endforeach()
+if(NOT command)
+  message(FATAL_ERROR "expect_failure: no command after --")
+endif()
+
+execute_process(COMMAND ${command} TIMEOUT ${TIMEOUT}
+                RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+message("${output}")
+if(status MATCHES "timeout|Process terminated due to timeout")
+  message(FATAL_ERROR "expect_failure: the command hung: no result after ${TIMEOUT} s")
+elseif(status EQUAL 0)
+  message(FATAL_ERROR "expect_failure: the command succeeded but was expected to fail")
+elseif(NOT output MATCHES "${PATTERN}")
+  message(FATAL_ERROR "expect_failure: the command failed (${status}) without output matching: ${PATTERN}")
+endif()
+message(STATUS "expect_failure: failed as expected (${status}), output matches ${PATTERN}")

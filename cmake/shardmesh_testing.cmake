@@ -1,0 +1,88 @@
+# Test registration helpers: MPI tests at several rank counts, compile-fail
+# tests, and tests that expect a command to fail with a given message.
+
+set(SHARDMESH_TEST_RANKS 1 2 4 8 CACHE STRING "Default MPI rank counts for shardmesh's tests")
+set(SHARDMESH_TEST_TIMEOUT 300 CACHE STRING "Default timeout in seconds of one MPI test run")
+
+# Open MPI refuses to start more ranks than cores unless told; MPICH rejects
+# the flag. Set it through MPIEXEC_PREFLAGS, once, only for Open MPI, and
+# only if the user left MPIEXEC_PREFLAGS empty.
+if(NOT MPIEXEC_PREFLAGS AND NOT SHARDMESH_MPIEXEC_PREFLAGS_CHECKED)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version
+                  OUTPUT_VARIABLE _launcher ERROR_VARIABLE _launcher)
+  if(_launcher MATCHES "Open MPI|OpenRTE|open-mpi")
+    set_property(CACHE MPIEXEC_PREFLAGS PROPERTY VALUE "--oversubscribe")
+  endif()
+  set(SHARDMESH_MPIEXEC_PREFLAGS_CHECKED ON CACHE INTERNAL "")
+endif()
+separate_arguments(_shardmesh_mpiexec_preflags UNIX_COMMAND "${MPIEXEC_PREFLAGS}")
+separate_arguments(_shardmesh_mpiexec_postflags UNIX_COMMAND "${MPIEXEC_POSTFLAGS}")
+
+cmake_host_system_information(RESULT _shardmesh_cores QUERY NUMBER_OF_LOGICAL_CORES)
+if(_shardmesh_cores LESS 1)
+  set(_shardmesh_cores 1)
+endif()
+
+set(SHARDMESH_EXPECT_FAILURE_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/shardmesh_expect_failure.cmake)
+
+# The mpiexec command line that starts EXECUTABLE on RANKS ranks.
+function(shardmesh_mpiexec_command out ranks executable)
+  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${_shardmesh_mpiexec_preflags}
+      ${executable} ${_shardmesh_mpiexec_postflags} ${ARGN} PARENT_SCOPE)
+endfunction()
+
+# Environment for a test on RANKS ranks: OpenMP threads share the cores.
+function(shardmesh_mpi_environment out ranks)
+  math(EXPR threads "${_shardmesh_cores} / ${ranks}")
+  if(threads LESS 1)
+    set(threads 1)
+  endif()
+  set(${out} OMP_NUM_THREADS=${threads} OMP_PROC_BIND=false PARENT_SCOPE)
+endfunction()
+
+# shardmesh_add_mpi_test(NAME <name> TARGET <target> [RANKS n...] [TIMEOUT s] [ARGS ...])
+# Registers <name>.np<n> for each rank count, run through MPIEXEC_*.
+function(shardmesh_add_mpi_test)
+  cmake_parse_arguments(arg "" "NAME;TARGET;TIMEOUT" "RANKS;ARGS;LABELS" ${ARGN})
+  if(NOT arg_RANKS)
+    set(arg_RANKS ${SHARDMESH_TEST_RANKS})
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT ${SHARDMESH_TEST_TIMEOUT})
+  endif()
+  foreach(ranks IN LISTS arg_RANKS)
+    shardmesh_mpiexec_command(command ${ranks} $<TARGET_FILE:${arg_TARGET}> ${arg_ARGS})
+    shardmesh_mpi_environment(environment ${ranks})
+    add_test(NAME ${arg_NAME}.np${ranks} COMMAND ${command})
+    set_tests_properties(${arg_NAME}.np${ranks} PROPERTIES
+      TIMEOUT ${arg_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}" LABELS "mpi;${arg_LABELS}")
+  endforeach()
+endfunction()
+
+# shardmesh_add_expected_failure_test(NAME <name> PATTERN <regex> [TIMEOUT s] COMMAND ...)
+# Passes when COMMAND exits non-zero within TIMEOUT and its output matches PATTERN.
+function(shardmesh_add_expected_failure_test)
+  cmake_parse_arguments(arg "" "NAME;PATTERN;TIMEOUT" "COMMAND;ENVIRONMENT" ${ARGN})
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 120)
+  endif()
+  add_test(NAME ${arg_NAME}
+    COMMAND ${CMAKE_COMMAND} "-DPATTERN=${arg_PATTERN}" -DTIMEOUT=${arg_TIMEOUT}
+            -P ${SHARDMESH_EXPECT_FAILURE_SCRIPT} -- ${arg_COMMAND})
+  # The script enforces TIMEOUT itself; ctest's is a backstop.
+  math(EXPR backstop "${arg_TIMEOUT} + 30")
+  set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT ${backstop} ENVIRONMENT "${arg_ENVIRONMENT}")
+endfunction()
+
+# shardmesh_add_compile_fail_test(NAME <name> SOURCE <file> PATTERN <regex>)
+# Passes when SOURCE fails to compile with a diagnostic matching PATTERN.
+function(shardmesh_add_compile_fail_test)
+  cmake_parse_arguments(arg "" "NAME;SOURCE;PATTERN" "" ${ARGN})
+  set(target compile_fail_${arg_NAME})
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL ${arg_SOURCE})
+  target_link_libraries(${target} PRIVATE shardmesh::shardmesh)
+  shardmesh_add_expected_failure_test(NAME compile_fail.${arg_NAME} PATTERN "${arg_PATTERN}" TIMEOUT 300
+    COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${target} --config $<CONFIG>)
+  # Builds in the shared build tree must not run concurrently.
+  set_tests_properties(compile_fail.${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree LABELS compile_fail)
+endfunction()

@@ -1,0 +1,3 @@
+#include <shardmesh/algebra/axis.hpp>
+
+shardmesh::axis<"dp", 0> bad;
