@@ -1,7 +1,6 @@
 # Install the headers and an exported package, so that another project can
 #   find_package(shardmesh 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE shardmesh::shardmesh)
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(SHARDMESH_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shardmesh)
