@@ -5,5 +5,8 @@
 #include "shardmesh/version.hpp"
 #include "shardmesh/runtime_info.hpp"
 
-#include "shardmesh/algebra/axis.hpp"
-#include "shardmesh/algebra/fixed_string.hpp"
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/algebra/static_string.hpp"
+#include "shardmesh/algebra/validation.hpp"

@@ -1,3 +1,0 @@
-#include <shardmesh/algebra/axis.hpp>
-
-shardmesh::axis<"dp", 0> bad;

@@ -1,3 +1,0 @@
-#include <shardmesh/algebra/axis.hpp>
-
-shardmesh::axis<"data parallel", 2> bad;
