@@ -48,6 +48,9 @@ class mpi_agreement_listener : public Catch::EventListenerBase {
                  std::string(result.getTestMacroName()).c_str(),
                  result.hasExpression() ? result.getExpandedExpression().c_str()
                                         : std::string(result.getMessage()).c_str());
+    // What INFO and CAPTURE said: the reporter may never print it if we abort.
+    for (auto const& info : stats.infoMessages)
+      std::fprintf(stderr, "[rank %d of %d]   with: %s\n", world_rank(), world_size(), info.message.c_str());
     bool const continues = (result.m_info.resultDisposition & Catch::ResultDisposition::ContinueOnFailure) != 0;
     if (!continues) abort_all("a fatal assertion failed");
   }

@@ -26,9 +26,10 @@ namespace shardmesh {
 using tensor_index = std::array<std::size_t, max_tensor_rank>;
 
 // A dimension's placement with mesh axes by index.
+// Small integer types keep plan searches cheap at compile time.
 struct bound_dim {
-  std::array<std::size_t, max_mesh_axes> axes{};
-  std::size_t count = 0;
+  std::array<unsigned char, max_mesh_axes> axes{};
+  unsigned char count = 0;
   distribution dist = distribution::block;
   std::size_t block_size = 0;
   constexpr bool operator==(bound_dim const&) const = default;
@@ -47,12 +48,14 @@ struct bound_layout {
 [[nodiscard]] constexpr bound_layout bind(mesh_shape const& mesh, layout const& l) {
   bound_layout b;
   b.rank = l.rank;
-  b.op = l.op;
+  b.op = l.is_partial() ? l.op : reduce_op::sum;  // equal layouts compare equal
   for (std::size_t d = 0; d < l.rank; ++d) {
-    b.dims[d].count = l[d].axes.count;
+    if (l[d].axes.count == 0) continue;  // replicated: block, like every unsharded dimension
+    b.dims[d].count = static_cast<unsigned char>(l[d].axes.count);
     b.dims[d].dist = l[d].dist;
     b.dims[d].block_size = l[d].block_size;
-    for (std::size_t i = 0; i < l[d].axes.count; ++i) b.dims[d].axes[i] = mesh.find(l[d].axes.names[i].view());
+    for (std::size_t i = 0; i < l[d].axes.count; ++i)
+      b.dims[d].axes[i] = static_cast<unsigned char>(mesh.find(l[d].axes.names[i].view()));
   }
   for (std::size_t i = 0; i < l.partial_axes.count; ++i) b.partial_axes |= 1U << mesh.find(l.partial_axes.names[i].view());
   return b;
