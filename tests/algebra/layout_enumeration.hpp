@@ -34,16 +34,16 @@ inline std::vector<mesh_shape> small_meshes(std::size_t max_axes, std::size_t ma
 }
 
 struct enumeration_options {
-  bool partial = false;              // also layouts partial on some axes (sum)
+  std::vector<reduce_op> partial;    // also layouts partial on some axes, with each of these ops
   std::vector<std::size_t> cyclic;   // block sizes of cyclic variants of each sharded dimension
 };
 
 // Every layout of the given rank on mesh: each axis replicates, shards one
 // dimension (in every order among that dimension's axes), or (if asked) is
-// partial; each sharded dimension block or cyclic.
+// partial, with each op asked for; each sharded dimension block or cyclic.
 inline std::vector<layout> all_layouts(mesh_shape const& mesh, std::size_t rank, enumeration_options const& options) {
   std::vector<layout> out;
-  std::size_t const roles = rank + 1 + (options.partial ? 1 : 0);  // dims, replicated, partial
+  std::size_t const roles = rank + 1 + (options.partial.empty() ? 0 : 1);  // dims, replicated, partial
   std::vector<std::size_t> role(mesh.ndim, 0);
   while (true) {
     std::vector<std::vector<std::size_t>> by_dim(rank);
@@ -53,8 +53,15 @@ inline std::vector<layout> all_layouts(mesh_shape const& mesh, std::size_t rank,
       if (role[a] < rank) by_dim[role[a]].push_back(a);
       if (role[a] == rank + 1) base.partial_axes.push_back(mesh[a].name);
     }
-    // Every ordering of every dimension's axes, every distribution.
+    // Every op, every ordering of every dimension's axes, every distribution.
     std::vector<layout> partial_layouts{base};
+    if (base.is_partial()) {
+      partial_layouts.clear();
+      for (reduce_op op : options.partial) {
+        base.op = op;
+        partial_layouts.push_back(base);
+      }
+    }
     for (std::size_t d = 0; d < rank; ++d) {
       std::vector<layout> next;
       auto axes = by_dim[d];

@@ -157,7 +157,7 @@ TEST_CASE("every plan reproduces the target exactly, with the predicted bytes, o
   std::size_t index = 0;
   for (auto const& mesh : test::small_meshes(3, 3))
     for (std::size_t rank = 1; rank <= 3; ++rank) {
-      auto const layouts = test::all_layouts(mesh, rank, {.partial = true, .cyclic = {2}});
+      auto const layouts = test::all_layouts(mesh, rank, {.partial = {reduce_op::sum, reduce_op::max}, .cyclic = {2}});
       // Every pair up to two mesh axes and for vectors on three; a fixed
       // stride of pairs for matrices and rank-3 tensors on three axes. The
       // exhaustive search runs on every 3rd pair (every 29th on three axes).
@@ -173,4 +173,17 @@ TEST_CASE("every plan reproduces the target exactly, with the predicted bytes, o
               "%zu checked against exhaustive search\n",
               count.pairs, count.rejected, count.simulations, count.brute_force);
   CHECK(count.simulations > 10000 / thinning);
+}
+
+TEST_CASE("min and prod reductions reproduce the target exactly", "[algebra][planner][simulator]") {
+  totals count;
+  for (mesh_shape const& mesh : {mesh_shape{{"a", 2}, {"b", 2}}, mesh_shape{{"a", 3}}})
+    for (std::size_t rank = 1; rank <= 2; ++rank) {
+      auto const layouts = test::all_layouts(mesh, rank, {.partial = {reduce_op::min, reduce_op::prod}, .cyclic = {}});
+      for (auto const& from : layouts)
+        for (auto const& to : layouts) check_pair(mesh, from, to, false, count);
+    }
+  std::printf("min and prod: %zu layout pairs (%zu rejected as impossible), %zu simulations\n", count.pairs,
+              count.rejected, count.simulations);
+  CHECK(count.simulations > 1000);
 }

@@ -75,7 +75,7 @@ TEST_CASE("shards tile the tensor exactly once and owner inverts the index map",
   };
   for (auto const& mesh : test::small_meshes(3, 3))
     for (std::size_t rank = 1; rank <= 2; ++rank)
-      for (auto const& l : test::all_layouts(mesh, rank, {.partial = false, .cyclic = {1, 2}})) {
+      for (auto const& l : test::all_layouts(mesh, rank, {.partial = {}, .cyclic = {1, 2}})) {
         bound_layout const b = bind(mesh, l);
         unsigned sharding = 0;
         for (std::size_t d = 0; d < rank; ++d)

@@ -304,6 +304,7 @@ class state_table {
   table.insert(nodes, 0);
   heap.push_back({nodes[0].cost, 0});
   std::size_t reached = npos;
+  std::uint64_t bound = ~std::uint64_t{0};  // cost of the cheapest way to the target seen so far
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), later);
     entry const top = heap.back();
@@ -317,9 +318,11 @@ class state_table {
     bound_layout const here = nodes[top.node].state;
     path_cost const base = nodes[top.node].cost;
     detail::for_each_step(mesh, here, target, [&](plan_step step) {
+      std::uint64_t const total = base.total + (communicates(step.kind) ? alpha : 0) + step_bytes(mesh, step);
+      if (total > bound) return;  // dearer than a way to the target already known
       step.after = detail::normalized(mesh, step.after);
-      path_cost const cost{base.total + (communicates(step.kind) ? alpha : 0) + step_bytes(mesh, step),
-                           std::max(base.peak, local_share(mesh, step.after)), base.steps + 1};
+      path_cost const cost{total, std::max(base.peak, local_share(mesh, step.after)), base.steps + 1};
+      if (step.after == target) bound = std::min(bound, total);
       std::size_t node = table.find(nodes, step.after);
       if (node == npos) {
         nodes.push_back({step.after, cost, top.node, step, false});
