@@ -7,6 +7,10 @@
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/plan_step.hpp"
+#include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/algebra/planner.hpp"
+#include "shardmesh/algebra/reference_simulator.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/algebra/validation.hpp"
