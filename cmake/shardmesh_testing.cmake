@@ -86,3 +86,16 @@ function(shardmesh_add_compile_fail_test)
   # Builds in the shared build tree must not run concurrently.
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree LABELS compile_fail)
 endfunction()
+
+# shardmesh_add_compile_test(NAME <test> TARGET <target> SOURCES ...)
+# Sources that pass when they compile (their checks are static_asserts): an
+# object library built with everything else, and a test that rebuilds it so
+# that ctest reports it.
+function(shardmesh_add_compile_test)
+  cmake_parse_arguments(arg "" "NAME;TARGET" "SOURCES" ${ARGN})
+  add_library(${arg_TARGET} OBJECT ${arg_SOURCES})
+  target_link_libraries(${arg_TARGET} PRIVATE shardmesh::shardmesh)
+  shardmesh_target_warnings(${arg_TARGET})
+  add_test(NAME ${arg_NAME} COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${arg_TARGET} --config $<CONFIG>)
+  set_tests_properties(${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree TIMEOUT 600)
+endfunction()
