@@ -21,7 +21,9 @@
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,8 @@ class mpi_agreement_listener : public Catch::EventListenerBase {
     std::fprintf(stderr, "[rank %d of %d] %s in test case '%s': aborting all ranks\n", world_rank(), world_size(),
                  why, test_case_.c_str());
     std::fflush(stderr);
+    // Give the launcher a moment to forward this rank's output before the kill.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 

@@ -84,6 +84,30 @@ namespace shardmesh {
   return p;
 }
 
+// Member i (in group_position order) of the group of `rank` on the axes of mask.
+[[nodiscard]] constexpr std::size_t group_member(mesh_shape const& mesh, unsigned mask, std::size_t rank,
+                                                 std::size_t i) {
+  mesh_coordinates c = coordinates_of(mesh, rank);
+  for (std::size_t a = mesh.ndim; a-- > 0;)
+    if ((mask >> a & 1U) != 0) {
+      c[a] = i % mesh.extent(a);
+      i /= mesh.extent(a);
+    }
+  return rank_of(mesh, c);
+}
+
+// Whether rank `holder` is where rank `to` takes elements from when they
+// move out of layout l: the two agree on every axis that does not shard l.
+[[nodiscard]] constexpr bool holds_for(mesh_shape const& mesh, bound_layout const& l, std::size_t holder,
+                                       std::size_t to) {
+  mesh_coordinates const a = coordinates_of(mesh, holder);
+  mesh_coordinates const b = coordinates_of(mesh, to);
+  unsigned const sharding = sharding_axes(l);
+  for (std::size_t x = 0; x < mesh.ndim; ++x)
+    if ((sharding >> x & 1U) == 0 && a[x] != b[x]) return false;
+  return true;
+}
+
 // Elements `rank` receives in step s. All-reduce is reduce-scatter of the
 // local buffer in n blocks then all-gather of the reduced blocks.
 [[nodiscard]] constexpr std::size_t received(mesh_shape const& mesh, plan_step const& s, tensor_index const& global,

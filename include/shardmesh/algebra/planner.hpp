@@ -8,6 +8,7 @@
 // local shard, then to the one with fewer steps.
 // Pure constexpr; no Kokkos or MPI.
 
+#include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
@@ -213,21 +214,6 @@ constexpr bound_layout normalized(mesh_shape const& mesh, bound_layout l) {
     for (std::size_t i = dim.count; i < max_mesh_axes; ++i) dim.axes[i] = 0;
   }
   return l;
-}
-
-constexpr std::uint64_t hash(bound_layout const& l) {
-  std::uint64_t h = 1469598103934665603ULL;
-  auto const mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
-  mix(l.rank);
-  mix(l.partial_axes);
-  mix(static_cast<std::uint64_t>(l.op));
-  for (std::size_t d = 0; d < l.rank; ++d) {
-    mix(l.dims[d].count);
-    mix(static_cast<std::uint64_t>(l.dims[d].dist));
-    mix(l.dims[d].block_size);
-    for (std::size_t i = 0; i < l.dims[d].count; ++i) mix(l.dims[d].axes[i]);
-  }
-  return h;
 }
 
 struct path_cost {

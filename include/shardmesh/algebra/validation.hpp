@@ -12,6 +12,7 @@
 #include "shardmesh/algebra/static_string.hpp"
 
 #include <complex>
+#include <concepts>
 #include <cstddef>
 #include <string_view>
 #include <type_traits>
@@ -172,6 +173,27 @@ template <class T>
     return tail();
   }
   return m;
+}
+
+// A mesh with one axis (of extent 2) for each distinct name the layouts use:
+// what checks that do not depend on the real mesh validate against.
+template <std::same_as<layout>... Layouts>
+[[nodiscard]] constexpr mesh_shape names_mesh(Layouts const&... layouts) {
+  mesh_shape mesh;
+  auto const add = [&](axis_name const& name) {
+    if (mesh.find(name.view()) != npos) return;
+    if (mesh.ndim == max_mesh_axes)
+      ++mesh.overflow;
+    else
+      mesh.axes[mesh.ndim++] = {name, 2};
+  };
+  auto const add_all = [&](layout const& l) {
+    for (std::size_t d = 0; d < l.rank; ++d)
+      for (std::size_t i = 0; i < l[d].axes.count; ++i) add(l[d].axes.names[i]);
+    for (std::size_t i = 0; i < l.partial_axes.count; ++i) add(l.partial_axes.names[i]);
+  };
+  (add_all(layouts), ...);
+  return mesh;
 }
 
 // Compile time: instantiating this with a non-empty message is an error

@@ -1,0 +1,42 @@
+#pragma once
+// All-reduce over a communicator, in place. Bytes are counted as the
+// bandwidth-optimal algorithm moves them: a reduce-scatter of the buffer in
+// n blocks, then an all-gather of the reduced blocks.
+
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/comm/communicator.hpp"
+#include "shardmesh/comm/detail/collective_support.hpp"
+#include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/request.hpp"
+#include "shardmesh/comm/staging.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#include <mpi.h>
+
+#include <cstddef>
+
+namespace shardmesh {
+
+template <class T, class Space>
+[[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
+  Kokkos::Profiling::ScopedRegion region("shardmesh::all_reduce");
+  auto const n = static_cast<std::size_t>(comm.size());
+  std::size_t const own = block_part(data.extent(0), n, static_cast<std::size_t>(comm.rank())).size();
+  std::size_t const moved = (n - 1) * own + (data.extent(0) - own);
+  detail::count_call<T>("all_reduce", moved, moved);
+  staged_buffer<T, Space> buffer(data);
+  buffer.to_mpi();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), mpi_op(op),
+                 comm.get(), &r);
+  return request("shardmesh::all_reduce", {r}, [buffer] { buffer.from_mpi(); });
+}
+
+template <class T, class Space>
+void all_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
+  iall_reduce(comm, data, op).wait();
+}
+
+}  // namespace shardmesh

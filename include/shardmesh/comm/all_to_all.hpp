@@ -1,0 +1,86 @@
+#pragma once
+// All-to-all over a communicator: rank p sends block q of its buffer to rank
+// q and receives rank q's block p. The v form allows blocks of any size.
+// Blocks a rank sends to itself are not counted as traffic.
+
+#include "shardmesh/comm/communicator.hpp"
+#include "shardmesh/comm/detail/collective_support.hpp"
+#include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/request.hpp"
+#include "shardmesh/comm/staging.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace shardmesh {
+
+// MPI_Ialltoallv. Block q of send starts at send_displs[q] (likewise for
+// recv), so pieces that already lie contiguously in a shard need no packing.
+// Precondition: the blocks lie within send and recv. (The v and plain forms
+// never switch on the counts: the counts differ between ranks, and every rank
+// must call the same MPI collective.)
+template <class T, class Space>
+[[nodiscard]] request iall_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send,
+                                    std::vector<std::size_t> const& send_counts,
+                                    std::vector<std::size_t> const& send_displs, Kokkos::View<T*, Space> recv,
+                                    std::vector<std::size_t> const& recv_counts,
+                                    std::vector<std::size_t> const& recv_displs) {
+  Kokkos::Profiling::ScopedRegion region("shardmesh::all_to_all");
+  auto const me = static_cast<std::size_t>(comm.rank());
+  detail::count_call<T>("all_to_all", detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me));
+  staged_buffer<T, Space> in(send);
+  staged_buffer<T, Space> out(recv);
+  in.to_mpi();
+  auto const scounts = detail::keep(detail::mpi_counts(send_counts));
+  auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
+  auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
+  auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ialltoallv(in.data(), scounts->data(), sdispls->data(), mpi_type<T>(), out.data(), rcounts->data(),
+                 rdispls->data(), mpi_type<T>(), comm.get(), &r);
+  return request("shardmesh::all_to_all", {r},
+                 [in, out, scounts, rcounts, sdispls, rdispls] { out.from_mpi(); });
+}
+
+// Blocks one after another in rank order.
+template <class T, class Space>
+[[nodiscard]] request iall_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send,
+                                    std::vector<std::size_t> const& send_counts, Kokkos::View<T*, Space> recv,
+                                    std::vector<std::size_t> const& recv_counts) {
+  return iall_to_all_v(comm, send, send_counts, detail::offsets(send_counts), recv, recv_counts,
+                       detail::offsets(recv_counts));
+}
+
+template <class T, class Space>
+void all_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send, std::vector<std::size_t> const& send_counts,
+                  Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& recv_counts) {
+  iall_to_all_v(comm, send, send_counts, recv, recv_counts).wait();
+}
+
+// MPI_Ialltoall: equal blocks of send.extent(0) / comm.size() elements.
+template <class T, class Space>
+[[nodiscard]] request iall_to_all(communicator const& comm, Kokkos::View<T*, Space> send,
+                                  Kokkos::View<T*, Space> recv) {
+  Kokkos::Profiling::ScopedRegion region("shardmesh::all_to_all");
+  auto const n = static_cast<std::size_t>(comm.size());
+  std::size_t const block = send.extent(0) / n;
+  detail::count_call<T>("all_to_all", block * (n - 1), block * (n - 1));
+  staged_buffer<T, Space> in(send);
+  staged_buffer<T, Space> out(recv);
+  in.to_mpi();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ialltoall(in.data(), detail::mpi_count(block), mpi_type<T>(), out.data(), detail::mpi_count(block), mpi_type<T>(),
+                comm.get(), &r);
+  return request("shardmesh::all_to_all", {r}, [in, out] { out.from_mpi(); });
+}
+
+template <class T, class Space>
+void all_to_all(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv) {
+  iall_to_all(comm, send, recv).wait();
+}
+
+}  // namespace shardmesh

@@ -1,0 +1,45 @@
+#pragma once
+// Point-to-point exchange: send a buffer to one rank and receive one from
+// another, as a permutation of pieces among ranks needs. A rank that is its
+// own peer copies locally and moves no bytes.
+
+#include "shardmesh/comm/communicator.hpp"
+#include "shardmesh/comm/detail/collective_support.hpp"
+#include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/request.hpp"
+#include "shardmesh/comm/staging.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#include <mpi.h>
+
+namespace shardmesh {
+
+template <class T, class Space>
+[[nodiscard]] request iexchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination,
+                                Kokkos::View<T*, Space> recv, int source, int tag = 0) {
+  Kokkos::Profiling::ScopedRegion region("shardmesh::point_to_point");
+  int const me = comm.rank();
+  if (destination == me && source == me) {
+    detail::count_call<T>("point_to_point", 0, 0);
+    Kokkos::deep_copy(recv, send);
+    return {};
+  }
+  detail::count_call<T>("point_to_point", destination == me ? 0 : send.extent(0),
+                        source == me ? 0 : recv.extent(0));
+  staged_buffer<T, Space> in(send);
+  staged_buffer<T, Space> out(recv);
+  in.to_mpi();
+  MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Irecv(out.data(), detail::mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);
+  MPI_Isend(in.data(), detail::mpi_count(send.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r[1]);
+  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out] { out.from_mpi(); });
+}
+
+template <class T, class Space>
+void exchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination, Kokkos::View<T*, Space> recv,
+              int source, int tag = 0) {
+  iexchange(comm, send, destination, recv, source, tag).wait();
+}
+
+}  // namespace shardmesh

@@ -1,0 +1,41 @@
+#pragma once
+// Exceptions for bad input. Each is raised identically on every rank, before
+// any data moves, with a message naming the tensor's notation, the layout
+// and the axis at fault.
+
+#include <stdexcept>
+#include <string>
+
+namespace shardmesh {
+
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A mesh shape that is malformed, does not match its communicator, or
+// differs between ranks.
+class invalid_mesh_error : public error {
+ public:
+  using error::error;
+};
+
+// A layout invalid on its mesh, or an impossible transition.
+class invalid_layout_error : public error {
+ public:
+  using error::error;
+};
+
+// Ranks that disagree about a tensor: its global extents, layout or element type.
+class mismatched_tensor_error : public error {
+ public:
+  using error::error;
+};
+
+// A local shard whose extents are not what the layout gives its rank.
+class local_extents_error : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace shardmesh

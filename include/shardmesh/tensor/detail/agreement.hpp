@@ -1,0 +1,73 @@
+#pragma once
+// Checking a tensor operation's input on every rank at once. Each rank
+// contributes a small record (what it believes about the tensor); one
+// MPI_Allgather gives every rank all records, so every rank reaches the same
+// verdict and raises the same exception before any data moves: never a hang
+// in a collective that some ranks skipped.
+
+#include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/comm/device_mesh.hpp"
+#include "shardmesh/errors.hpp"
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardmesh::detail {
+
+struct tensor_record {
+  std::uint64_t what = 0;  // hash of operation, layouts and element type
+  std::array<std::uint64_t, max_tensor_rank> global{};
+  std::array<std::uint64_t, max_tensor_rank> local{};     // the local shard's extents
+  std::array<std::uint64_t, max_tensor_rank> expected{};  // what the layout gives this rank
+};
+
+// "f32[8,6]": element type and global extents.
+inline std::string tensor_name(std::string_view element, std::size_t rank, tensor_index const& global) {
+  std::string out(element);
+  out += "[";
+  for (std::size_t d = 0; d < rank; ++d) out += (d == 0 ? "" : ",") + std::to_string(global[d]);
+  return out + "]";
+}
+
+inline std::string extents_string(std::size_t rank, std::array<std::uint64_t, max_tensor_rank> const& e) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < rank; ++d) out += (d == 0 ? "" : ",") + std::to_string(e[d]);
+  return out + "]";
+}
+
+// Collective over mesh. `what` must differ when ranks disagree on anything
+// but the extents (operation, layouts, element type). Throws on every rank:
+// mismatched_tensor_error if ranks disagree, local_extents_error if some
+// rank's local shard has the wrong extents.
+inline void agree(device_mesh const& mesh, std::string const& operation, std::string const& tensor,
+                  std::size_t rank, tensor_record const& mine) {
+  static_assert(sizeof(tensor_record) % sizeof(std::uint64_t) == 0);
+  int const words = static_cast<int>(sizeof(tensor_record) / sizeof(std::uint64_t));
+  std::vector<tensor_record> all(mesh.size());
+  MPI_Allgather(&mine, words, MPI_UINT64_T, all.data(), words, MPI_UINT64_T, mesh.comm().get());
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r].what != all[0].what)
+      throw mismatched_tensor_error(operation + ": rank " + std::to_string(r) + " asked for a different operation, " +
+                                    "layout or element type than rank 0 (here: " + tensor + ")");
+    if (all[r].global != all[0].global)
+      throw mismatched_tensor_error(operation + ": ranks disagree on the global extents of " + tensor + ": rank 0 has " +
+                                    extents_string(rank, all[0].global) + ", rank " + std::to_string(r) + " has " +
+                                    extents_string(rank, all[r].global));
+  }
+  std::string bad;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r].local != all[r].expected)
+      bad += (bad.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " has " +
+             extents_string(rank, all[r].local) + ", expected " + extents_string(rank, all[r].expected);
+  if (!bad.empty())
+    throw local_extents_error(operation + ": the local shards of " + tensor +
+                              " do not have the extents the layout gives them: " + bad);
+}
+
+}  // namespace shardmesh::detail

@@ -1,0 +1,161 @@
+#pragma once
+// Pieces: the elements one rank's old shard gives another rank's new shard.
+// Shards are Cartesian products of per-dimension index sets, so a piece is a
+// box described by one list of local indices per dimension on each side.
+// The lists are built on the host from the shard geometry; one Kokkos kernel
+// then packs, unpacks or copies any set of pieces on the tensor's execution
+// space, for block and cyclic layouts alike.
+
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace shardmesh::detail {
+
+// One box, in the arrays a piece_set carries to the device.
+struct piece {
+  std::size_t start = 0;  // offset of the piece in the packed buffer
+  std::size_t count = 0;  // elements
+  std::size_t box[max_tensor_rank] = {};         // extent of the box per dimension
+  std::size_t src_list[max_tensor_rank] = {};    // where each dimension's source indices start
+  std::size_t dst_list[max_tensor_rank] = {};    // where each dimension's destination indices start
+  std::size_t src_stride[max_tensor_rank] = {};  // row-major strides of the source shard
+  std::size_t dst_stride[max_tensor_rank] = {};  // row-major strides of the destination shard
+};
+
+// Pieces packed one after another, in order, with their index lists.
+struct piece_set {
+  std::size_t rank = 0;  // tensor rank
+  std::vector<piece> pieces;
+  std::vector<std::size_t> src_indices;
+  std::vector<std::size_t> dst_indices;
+  std::size_t total = 0;
+
+  // Appends the elements that rank `to` holds under `after` and rank `from`
+  // held under `before`; returns their number.
+  std::size_t add(mesh_shape const& mesh, bound_layout const& before, std::size_t from, bound_layout const& after,
+                  std::size_t to, tensor_index const& global) {
+    rank = before.rank;
+    mesh_coordinates const c_from = coordinates_of(mesh, from);
+    mesh_coordinates const c_to = coordinates_of(mesh, to);
+    tensor_index const src_extents = local_extents(mesh, before, global, from);
+    tensor_index const dst_extents = local_extents(mesh, after, global, to);
+    piece p;
+    p.start = total;
+    p.count = 1;
+    std::size_t src_stride = 1;
+    std::size_t dst_stride = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      p.src_stride[d] = src_stride;
+      p.dst_stride[d] = dst_stride;
+      src_stride *= src_extents[d];
+      dst_stride *= dst_extents[d];
+    }
+    for (std::size_t d = 0; d < rank; ++d) {
+      p.src_list[d] = src_indices.size();
+      p.dst_list[d] = dst_indices.size();
+      bound_dim const& src = before.dims[d];
+      bound_dim const& dst = after.dims[d];
+      for (std::size_t i = 0; i < dst_extents[d]; ++i) {
+        std::size_t const g = to_global(mesh, dst, global[d], c_to, i);
+        dim_location const at = locate(mesh, src, global[d], g);
+        bool held = true;
+        for (std::size_t k = 0; k < src.count; ++k) held = held && at.coordinates[src.axes[k]] == c_from[src.axes[k]];
+        if (!held) continue;
+        src_indices.push_back(at.local);
+        dst_indices.push_back(i);
+      }
+      p.box[d] = dst_indices.size() - p.dst_list[d];
+      p.count *= p.box[d];
+    }
+    if (p.count == 0) {  // keep no index lists for empty pieces
+      src_indices.resize(p.src_list[0]);
+      dst_indices.resize(p.dst_list[0]);
+    }
+    pieces.push_back(p);
+    total += p.count;
+    return p.count;
+  }
+
+  // If piece i is one contiguous range of the source (or destination)
+  // shard, its first offset there: such a piece needs no packing.
+  [[nodiscard]] std::optional<std::size_t> contiguous(std::size_t i, bool source, tensor_index const& extents) const {
+    piece const& p = pieces[i];
+    if (p.count == 0) return 0;
+    auto const& lists = source ? src_indices : dst_indices;
+    auto const list = [&](std::size_t d) { return source ? p.src_list[d] : p.dst_list[d]; };
+    auto const stride = [&](std::size_t d) { return source ? p.src_stride[d] : p.dst_stride[d]; };
+    // Dimensions before the first one with more than one index contribute a
+    // fixed offset; after it, every dimension must be whole.
+    std::size_t first = 0;
+    std::size_t offset = 0;
+    while (first < rank && p.box[first] == 1) {
+      offset += lists[list(first)] * stride(first);
+      ++first;
+    }
+    for (std::size_t d = first; d < rank; ++d) {
+      for (std::size_t k = 1; k < p.box[d]; ++k)
+        if (lists[list(d) + k] != lists[list(d)] + k) return std::nullopt;
+      if (d > first && (p.box[d] != extents[d] || lists[list(d)] != 0)) return std::nullopt;
+    }
+    if (first < rank) offset += lists[list(first)] * stride(first);
+    return offset;
+  }
+};
+
+// How one side of a transfer addresses its elements: through the pieces'
+// index lists (a shard) or one after another (a packed buffer).
+enum class addressing { indexed, packed };
+
+// Copies every element of the pieces from src to dst on ExecutionSpace.
+template <class ExecutionSpace, class T, class MemorySpace>
+void transfer(piece_set const& set, Kokkos::View<T const*, MemorySpace> src, addressing src_mode,
+              Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
+  if (set.total == 0) return;
+  auto const to_device = [](auto const& host, char const* label) {
+    using value = typename std::decay_t<decltype(host)>::value_type;
+    Kokkos::View<value*, MemorySpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                                           host.size());
+    Kokkos::deep_copy(view, Kokkos::View<value const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(),
+                                                                                                     host.size()));
+    return view;
+  };
+  auto const pieces = to_device(set.pieces, "shardmesh::pieces");
+  auto const src_indices = to_device(set.src_indices, "shardmesh::src_indices");
+  auto const dst_indices = to_device(set.dst_indices, "shardmesh::dst_indices");
+  std::size_t const npieces = set.pieces.size();
+  std::size_t const rank = set.rank;
+  bool const src_packed = src_mode == addressing::packed;
+  bool const dst_packed = dst_mode == addressing::packed;
+  Kokkos::parallel_for(
+      "shardmesh::transfer_pieces", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(0, set.total),
+      KOKKOS_LAMBDA(std::size_t e) {
+        // The last piece that starts at or before e holds it (an empty piece
+        // starts where the next one does, so it is never the last).
+        std::size_t lo = 0;
+        std::size_t hi = npieces;
+        while (hi - lo > 1) {
+          std::size_t const mid = (lo + hi) / 2;
+          if (pieces(mid).start <= e) lo = mid; else hi = mid;
+        }
+        piece const& p = pieces(lo);
+        std::size_t k = e - p.start;
+        std::size_t src_offset = 0;
+        std::size_t dst_offset = 0;
+        for (std::size_t d = rank; d-- > 0;) {
+          std::size_t const i = k % p.box[d];
+          k /= p.box[d];
+          src_offset += src_indices(p.src_list[d] + i) * p.src_stride[d];
+          dst_offset += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
+        }
+        dst(dst_packed ? e : dst_offset) = src(src_packed ? e : src_offset);
+      });
+}
+
+}  // namespace shardmesh::detail

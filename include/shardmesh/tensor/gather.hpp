@@ -1,0 +1,74 @@
+#pragma once
+// The whole tensor on the host, for checking and output:
+//
+//   auto all = gather(x);      // on every rank (an all-gather plan, reductions included)
+//   auto one = gather(x, 0);   // on rank 0 only; the others get an empty view
+//
+// Partial tensors are reduced first. Collective over the mesh.
+
+#include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/comm/counters.hpp"
+#include "shardmesh/comm/detail/collective_support.hpp"
+#include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/tensor/detail/pieces.hpp"
+#include "shardmesh/tensor/distribute.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/tensor/redistribute.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace shardmesh {
+
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace> gather(
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, int root = all_ranks) {
+  using host_view = Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
+  device_mesh const& mesh = x.mesh();
+  std::size_t const me = mesh.rank();
+  detail::tensor_record mine{};
+  mine.what = detail::fnv1a{}.mix(detail::hash(x.layout())).mix(static_cast<std::uint64_t>(root)).value;
+  detail::agree(mesh, "gather", x.notation(), Rank, mine);
+  if (root != all_ranks && (root < 0 || static_cast<std::size_t>(root) >= mesh.size()))
+    throw invalid_layout_error("gather: root " + std::to_string(root) + " is not a rank of the mesh");
+  auto out = detail::allocate<host_view>("shardmesh::gathered", x.global_extents());
+  if (root == all_ranks) {
+    layout whole;
+    whole.rank = Rank;
+    Kokkos::deep_copy(out, redistribute(x, whole).local());
+    return out;
+  }
+  // Reduce partial axes; then the first rank of each replica group sends its shard.
+  layout values = x.layout();
+  values.partial_axes = {};
+  auto const y = redistribute(x, values);
+  bound_layout const b = y.bound();
+  unsigned const replica_axes = ~sharding_axes(b) & ((1U << mesh.shape().ndim) - 1);
+  bool const at_root = static_cast<std::size_t>(root) == me;
+  std::vector<std::size_t> counts(mesh.size());
+  detail::piece_set pieces;
+  for (std::size_t r = 0; r < mesh.size(); ++r)
+    counts[r] = group_position(mesh.shape(), replica_axes, r) == 0
+                    ? pieces.add(mesh.shape(), b, r, detail::replicated_layout(Rank), me, x.global_extents())
+                    : 0;
+  auto const shard = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, y.local());
+  host_flat const packed("shardmesh::gather", at_root ? pieces.total : 0);
+  auto const mpi_counts = detail::mpi_counts(counts);
+  auto const displs = detail::displacements(counts);
+  MPI_Gatherv(shard.data(), mpi_counts[me], mpi_type<T>(), packed.data(), mpi_counts.data(), displs.data(),
+              mpi_type<T>(), root, mesh.comm().get());
+  counters().record("gather", at_root ? 0 : counts[me] * sizeof(T),
+                    at_root ? detail::sum_except(counts, me) * sizeof(T) : 0);
+  if (!at_root) return host_view();
+  detail::transfer<Kokkos::DefaultHostExecutionSpace>(pieces, Kokkos::View<T const*, Kokkos::HostSpace>(packed),
+                                                      detail::addressing::packed, host_flat(out.data(), out.size()),
+                                                      detail::addressing::indexed);
+  Kokkos::fence();
+  return out;
+}
+
+}  // namespace shardmesh

@@ -1,0 +1,169 @@
+#pragma once
+// Moving a dtensor to another layout by running the algebra's plan:
+//
+//   auto y = redistribute<cols>(x);              // blocking
+//   auto pending = redistribute_async<cols>(x);  // returns at once
+//   ... compute ...
+//   auto y = pending.get();
+//
+// Collective over the mesh. The input is checked on every rank before any
+// data moves (same exception everywhere on bad input). When the layouts are
+// equal, the result shares the input's View.
+
+#include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/algebra/planner.hpp"
+#include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/errors.hpp"
+#include "shardmesh/tensor/detail/agreement.hpp"
+#include "shardmesh/tensor/detail/step_execution.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace shardmesh {
+
+// A redistribution in flight. test() advances it without blocking; wait()
+// and get() finish it. Steps run one after another; each step's collective
+// is non-blocking, so work between test() calls overlaps with it.
+template <class Result>
+class redistribution {
+  using dynamic = dynamic_dtensor<typename Result::value_type, Result::rank, typename Result::memory_space>;
+  using view_type = typename dynamic::view_type;
+  using flat_view = Kokkos::View<typename Result::value_type*, typename Result::memory_space>;
+
+ public:
+  redistribution(dynamic const& x, layout const& to) : mesh_(&x.mesh()), to_(to), current_(x.local()) {
+    validate(x, to);
+    global_ = x.global_extents();
+    plan_ = mesh_->plan(x.bound(), bind(mesh_->shape(), to));
+    start_next();
+  }
+
+  // Advances without blocking; true once the result is ready.
+  bool test() {
+    while (op_) {
+      if (!op_->pending.test()) return false;
+      finish_step();
+    }
+    return true;
+  }
+
+  void wait() {
+    while (op_) {
+      op_->pending.wait();
+      finish_step();
+    }
+  }
+
+  [[nodiscard]] Result get() {
+    wait();
+    dynamic out = dynamic::adopt(*mesh_, to_, global_, current_);
+    if constexpr (std::is_same_v<Result, dynamic>)
+      return out;
+    else
+      return Result(std::move(out));
+  }
+
+  [[nodiscard]] redistribution_plan const& plan() const { return plan_; }
+
+ private:
+  using execution_space = typename Result::memory_space::execution_space;
+
+  void validate(dynamic const& x, layout const& to) const {
+    // Agree first, so that every rank checks the same transition.
+    detail::tensor_record mine{};
+    mine.what = detail::fnv1a{}
+                    .mix(detail::hash(x.layout()))
+                    .mix(detail::hash(to))
+                    .mix(sizeof(typename Result::value_type))
+                    .mix(Result::rank)
+                    .value;
+    tensor_index const expected = local_extents(mesh_->shape(), x.bound(), x.global_extents(), mesh_->rank());
+    for (std::size_t d = 0; d < Result::rank; ++d) {
+      mine.global[d] = x.global_extents()[d];
+      mine.local[d] = x.local().extent(d);
+      mine.expected[d] = expected[d];
+    }
+    detail::agree(*mesh_, "redistribute", x.notation(), Result::rank, mine);
+    std::string problem = x.layout_problem("redistribute", to);
+    if (problem.empty()) {
+      message const m = transition_error("redistribute", mesh_->shape(), x.layout(), to);
+      if (!m.empty()) problem = detail::tensor_name(element_name<typename Result::value_type>(), Result::rank,
+                                                    x.global_extents()) + ": " + std::string(m.view());
+    }
+    if (!problem.empty()) throw invalid_layout_error(problem);
+  }
+
+  void start_next() {
+    while (next_ < plan_.size()) {
+      plan_step const& s = plan_[next_++];
+      view_type const out = detail::allocate<view_type>("shardmesh::shard",
+                                                        local_extents(mesh_->shape(), s.after, global_, mesh_->rank()));
+      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, flatten(current_), flatten(out));
+      input_ = std::exchange(current_, out);  // MPI may read the input until the step completes
+      if (op.pending.test()) {  // local steps and completed collectives go on at once
+        complete(op);
+        continue;
+      }
+      op_.emplace(std::move(op));
+      return;
+    }
+  }
+
+  void finish_step() {
+    complete(*op_);
+    op_.reset();
+    start_next();
+  }
+
+  // Unpacks, and waits for the step's kernels: its buffers go back to the
+  // workspace when `op` dies, and the next step or the caller reads its output.
+  void complete(detail::step_operation& op) {
+    if (op.finish) op.finish();
+    execution_space{}.fence();
+    input_ = view_type();
+  }
+
+  static flat_view flatten(view_type const& v) { return flat_view(v.data(), v.size()); }
+
+  device_mesh const* mesh_;
+  layout to_;
+  tensor_index global_{};
+  view_type current_;
+  view_type input_;  // the input of the step in flight
+  redistribution_plan plan_;
+  std::size_t next_ = 0;
+  std::optional<detail::step_operation> op_;
+};
+
+// Run-time layouts.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to) {
+  return {x, to};
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                                                 layout const& to) {
+  return redistribute_async(x, to).get();
+}
+
+// Constant layouts: what does not depend on the mesh is checked at compile time.
+template <layout To, class T, layout From, class MemorySpace>
+[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(dtensor<T, From, MemorySpace> const& x) {
+  static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
+  return {x, To};
+}
+
+template <layout To, class T, layout From, class MemorySpace>
+[[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x) {
+  return redistribute_async<To>(x).get();
+}
+
+}  // namespace shardmesh

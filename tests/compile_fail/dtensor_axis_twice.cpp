@@ -1,0 +1,5 @@
+#include <shardmesh/shardmesh.hpp>
+
+using namespace shardmesh;
+
+dtensor<double, layout{shard("dp"), shard("dp")}> x;

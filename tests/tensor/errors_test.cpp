@@ -1,0 +1,106 @@
+// Bad input raises the same typed exception on every rank, before any data
+// moves, with a message naming the tensor, the layout and the axis; the
+// collectives afterwards show that no rank was left behind.
+#include "mpi_test.hpp"
+
+#include <shardmesh/shardmesh.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_exception.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+using namespace shardmesh;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+using matrix = dynamic_dtensor<double, 2>;
+
+// Every rank reached this point: a barrier that would hang otherwise.
+void all_ranks_continue() {
+  int const one = 1;
+  int sum = 0;
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  REQUIRE(sum == test::world_size());
+}
+
+matrix::view_type shard_of(device_mesh const& mesh, layout const& l, tensor_index const& global) {
+  return detail::allocate<matrix::view_type>("x", local_extents(mesh.shape(), bind(mesh.shape(), l), global, mesh.rank()));
+}
+
+}  // namespace
+
+TEST_CASE("a mesh that does not match its communicator", "[tensor][errors]") {
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  REQUIRE_THROWS_MATCHES(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks + 1}}), invalid_mesh_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("mesh dp=" + std::to_string(ranks + 1)) &&
+                                                         ContainsSubstring("communicator has " + std::to_string(ranks))));
+  REQUIRE_THROWS_AS(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp"}, {"tp"}}), invalid_mesh_error);
+  REQUIRE_THROWS_AS(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}, {"dp", 1}}), invalid_mesh_error);
+  all_ranks_continue();
+}
+
+TEST_CASE("ranks that give different mesh shapes", "[tensor][errors]") {
+  if (test::world_size() < 2) return;
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  mesh_shape const shape = test::world_rank() == 1 ? mesh_shape{{"tp", ranks}} : mesh_shape{{"dp", ranks}};
+  REQUIRE_THROWS_MATCHES(device_mesh(MPI_COMM_WORLD, shape), invalid_mesh_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("rank 1 gave a different mesh shape")));
+  all_ranks_continue();
+}
+
+TEST_CASE("global extents that differ between ranks", "[tensor][errors]") {
+  if (test::world_size() < 2) return;
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  tensor_index const global{ranks * 2, test::world_rank() == 1 ? std::size_t{5} : std::size_t{4}};
+  REQUIRE_THROWS_MATCHES(matrix(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global)),
+                         mismatched_tensor_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("ranks disagree on the global extents") &&
+                                                         ContainsSubstring("S(dp),R") &&
+                                                         ContainsSubstring("rank 1 has [" + std::to_string(ranks * 2) + ",5]")));
+  all_ranks_continue();
+}
+
+TEST_CASE("a local shard with the wrong extents", "[tensor][errors]") {
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  tensor_index const global{ranks * 2, 3};
+  auto local = shard_of(mesh, rows, global);
+  int const bad = test::world_size() - 1;
+  if (test::world_rank() == bad) local = matrix::view_type("wrong", 1, 3);
+  REQUIRE_THROWS_MATCHES(matrix(mesh, rows, {global[0], global[1]}, local), local_extents_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("f64[" + std::to_string(ranks * 2) + ",3] S(dp),R") &&
+                                                         ContainsSubstring("rank " + std::to_string(bad) + " has [1,3], expected [2,3]")));
+  all_ranks_continue();
+}
+
+TEST_CASE("a layout on an axis the mesh lacks, chosen at run time", "[tensor][errors]") {
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  tensor_index const global{ranks, 3};
+  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, shard("tp")}), invalid_layout_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("dimension 1 is sharded on axis \"tp\", which the mesh lacks") &&
+                                                         ContainsSubstring("f64[")));
+  REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, replicated}.partial(reduce_op::sum, "dp")),
+                         invalid_layout_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("shard to partial is impossible")));
+  all_ranks_continue();
+}
+
+TEST_CASE("ranks that ask for different target layouts", "[tensor][errors]") {
+  if (test::world_size() < 2) return;
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  tensor_index const global{ranks, 3};
+  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  layout const to = test::world_rank() == 1 ? layout{replicated, replicated} : layout{replicated, shard("dp")};
+  REQUIRE_THROWS_MATCHES(redistribute(x, to), mismatched_tensor_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("rank 1 asked for a different")));
+  all_ranks_continue();
+}

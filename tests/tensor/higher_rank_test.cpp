@@ -1,0 +1,39 @@
+// Rank-3 and rank-4 tensors: a sample of about `pairs` layout pairs on every
+// mesh of this run's ranks (evenly strided through all pairs), against the
+// serial reference.
+#include "redistribution_check.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+
+using namespace shardmesh;
+
+namespace {
+
+template <std::size_t Rank>
+std::size_t check_sample(std::size_t pairs) {
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  std::size_t checked = 0;
+  std::size_t index = 0;
+  for (mesh_shape const& shape : test::meshes_of(ranks)) {
+    device_mesh const mesh(MPI_COMM_WORLD, shape);
+    auto const layouts = test::all_layouts(shape, Rank, {.partial = {reduce_op::sum}, .cyclic = {2}});
+    std::size_t const stride = std::max<std::size_t>(1, layouts.size() * layouts.size() / pairs);
+    for (auto const& from : layouts)
+      for (auto const& to : layouts) {
+        if (index++ % stride != 0 || !transition_error("", shape, from, to).empty()) continue;
+        for (tensor_index const& global : test::extents_for<Rank>(ranks)) {
+          test::check_redistribution<double, Rank>(mesh, from, to, global);
+          ++checked;
+        }
+      }
+  }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("rank-3 tensors redistribute exactly", "[tensor][rank3]") { CHECK(check_sample<3>(600) > 0); }
+
+TEST_CASE("rank-4 tensors redistribute exactly", "[tensor][rank4]") { CHECK(check_sample<4>(300) > 0); }
