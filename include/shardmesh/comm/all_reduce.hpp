@@ -9,10 +9,8 @@
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
-#include "shardmesh/comm/staging.hpp"
 
 #include <Kokkos_Core.hpp>
-#include <Kokkos_Profiling_ScopedRegion.hpp>
 #include <mpi.h>
 
 #include <cstddef>
@@ -21,17 +19,16 @@ namespace shardmesh {
 
 template <class T, class Space>
 [[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
-  Kokkos::Profiling::ScopedRegion region("shardmesh::all_reduce");
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const own = block_part(data.extent(0), n, static_cast<std::size_t>(comm.rank())).size();
   std::size_t const moved = (n - 1) * own + (data.extent(0) - own);
-  detail::count_call<T>("all_reduce", moved, moved);
-  staged_buffer<T, Space> buffer(data);
-  buffer.to_mpi();
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), mpi_op(op),
-                 comm.get(), &r);
-  return request("shardmesh::all_reduce", {r}, [buffer] { buffer.from_mpi(); });
+  int const count = detail::mpi_count(data.extent(0));
+  return detail::post(
+      "all_reduce", moved, moved, Kokkos::View<T*, Space>(), data, {},
+      [&](T*, T* inout, MPI_Request* r) {
+        MPI_Iallreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
+      },
+      true);
 }
 
 template <class T, class Space>

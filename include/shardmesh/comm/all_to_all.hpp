@@ -7,10 +7,8 @@
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
-#include "shardmesh/comm/staging.hpp"
 
 #include <Kokkos_Core.hpp>
-#include <Kokkos_Profiling_ScopedRegion.hpp>
 #include <mpi.h>
 
 #include <cstddef>
@@ -29,21 +27,16 @@ template <class T, class Space>
                                     std::vector<std::size_t> const& send_displs, Kokkos::View<T*, Space> recv,
                                     std::vector<std::size_t> const& recv_counts,
                                     std::vector<std::size_t> const& recv_displs) {
-  Kokkos::Profiling::ScopedRegion region("shardmesh::all_to_all");
   auto const me = static_cast<std::size_t>(comm.rank());
-  detail::count_call<T>("all_to_all", detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me));
-  staged_buffer<T, Space> in(send);
-  staged_buffer<T, Space> out(recv);
-  in.to_mpi();
   auto const scounts = detail::keep(detail::mpi_counts(send_counts));
   auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
   auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
   auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Ialltoallv(in.data(), scounts->data(), sdispls->data(), mpi_type<T>(), out.data(), rcounts->data(),
-                 rdispls->data(), mpi_type<T>(), comm.get(), &r);
-  return request("shardmesh::all_to_all", {r},
-                 [in, out, scounts, rcounts, sdispls, rdispls] { out.from_mpi(); });
+  return detail::post("all_to_all", detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send,
+                      recv, {scounts, rcounts, sdispls, rdispls}, [&](T* in, T* out, MPI_Request* r) {
+                        MPI_Ialltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out, rcounts->data(),
+                                       rdispls->data(), mpi_type<T>(), comm.get(), r);
+                      });
 }
 
 // Blocks one after another in rank order.
@@ -65,17 +58,13 @@ void all_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send, std::v
 template <class T, class Space>
 [[nodiscard]] request iall_to_all(communicator const& comm, Kokkos::View<T*, Space> send,
                                   Kokkos::View<T*, Space> recv) {
-  Kokkos::Profiling::ScopedRegion region("shardmesh::all_to_all");
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const block = send.extent(0) / n;
-  detail::count_call<T>("all_to_all", block * (n - 1), block * (n - 1));
-  staged_buffer<T, Space> in(send);
-  staged_buffer<T, Space> out(recv);
-  in.to_mpi();
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Ialltoall(in.data(), detail::mpi_count(block), mpi_type<T>(), out.data(), detail::mpi_count(block), mpi_type<T>(),
-                comm.get(), &r);
-  return request("shardmesh::all_to_all", {r}, [in, out] { out.from_mpi(); });
+  int const count = detail::mpi_count(block);
+  return detail::post("all_to_all", block * (n - 1), block * (n - 1), send, recv, {},
+                      [&](T* in, T* out, MPI_Request* r) {
+                        MPI_Ialltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
+                      });
 }
 
 template <class T, class Space>

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -108,7 +109,7 @@ class device_mesh {
   mesh_shape shape_;
   mesh_coordinates coordinates_{};
   mutable std::map<unsigned, std::unique_ptr<communicator>> groups_;
-  mutable std::vector<std::pair<std::pair<bound_layout, bound_layout>, redistribution_plan>> plans_;
+  mutable std::deque<std::pair<std::pair<bound_layout, bound_layout>, redistribution_plan>> plans_;  // references stay valid
 };
 
 }  // namespace shardmesh

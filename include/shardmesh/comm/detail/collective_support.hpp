@@ -1,10 +1,14 @@
 #pragma once
 // What every collective wrapper needs: MPI's int counts and displacements,
-// and the bookkeeping of one call (profiling region, counters).
+// and posting one non-blocking call (profiling region, counters, staging).
 
 #include "shardmesh/comm/counters.hpp"
+#include "shardmesh/comm/request.hpp"
+#include "shardmesh/comm/staging.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#include <mpi.h>
 
 #include <climits>
 #include <cstddef>
@@ -12,6 +16,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -56,6 +61,26 @@ inline kept_ints keep(std::vector<int> values) { return std::make_shared<std::ve
 template <class T>
 void count_call(char const* name, std::size_t sent, std::size_t received) {
   counters().record(name, sent * sizeof(T), received * sizeof(T));
+}
+
+// Posts one non-blocking collective that reads send and writes recv (or,
+// in_place, reads and writes recv): counts the call, stages the buffers
+// where MPI cannot read them, and returns a request that keeps `keep` (count
+// and displacement arrays) alive and copies a staged result back.
+// post_call(send_pointer, recv_pointer, &request) issues the MPI call.
+template <class T, class Space, class Post>
+request post(char const* name, std::size_t sent, std::size_t received, Kokkos::View<T*, Space> send,
+             Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep, Post&& post_call,
+             bool in_place = false) {
+  std::string const region_name = std::string("shardmesh::") + name;
+  Kokkos::Profiling::ScopedRegion region(region_name);
+  count_call<T>(name, sent, received);
+  staged_buffer<T, Space> in(send);
+  staged_buffer<T, Space> out(recv);
+  (in_place ? out : in).to_mpi();
+  MPI_Request r = MPI_REQUEST_NULL;
+  post_call(in.data(), out.data(), &r);
+  return request(region_name, {r}, [in, out, kept = std::vector<kept_ints>(keep)] { out.from_mpi(); });
 }
 
 }  // namespace shardmesh::detail
