@@ -53,14 +53,13 @@ std::string describe(device_mesh const& mesh, layout const& from, layout const& 
   return out + "] " + std::string(to_string(from).view()) + " -> " + std::string(to_string(to).view());
 }
 
-// Runs from -> to on global extents, checks everything; true if it ran.
+// Runs from -> to on global extents and checks everything.
 template <class T, std::size_t Rank>
 void check_redistribution(device_mesh const& mesh, layout const& from, layout const& to, tensor_index const& global) {
   using tensor = dynamic_dtensor<T, Rank>;
   mesh_shape const& shape = mesh.shape();
   std::size_t const me = mesh.rank();
   INFO(describe<Rank>(mesh, from, to, global));
-  if (std::getenv("SHARDMESH_TRACE")) std::fprintf(stderr, "[%zu] %s\n", me, describe<Rank>(mesh, from, to, global).c_str());
   std::size_t elements = 1;
   for (std::size_t d = 0; d < Rank; ++d) elements *= global[d];
   std::vector<double> values(elements);

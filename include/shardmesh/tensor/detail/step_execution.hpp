@@ -42,8 +42,9 @@ KOKKOS_FUNCTION T reduction_identity(reduce_op op) {
   return T{};
 }
 
-// Where the pieces lie in `extents`-shaped shards if each is contiguous and
-// they follow one another from offset 0 in order; nullopt otherwise.
+// Whether every piece is contiguous in the `extents`-shaped shard and they
+// follow one another from offset 0 in order: then the shard itself is the
+// packed buffer.
 inline bool in_order_contiguous(piece_set const& set, bool source, tensor_index const& extents) {
   for (std::size_t i = 0; i < set.pieces.size(); ++i) {
     auto const at = set.contiguous(i, source, extents);
