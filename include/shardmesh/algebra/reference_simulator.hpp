@@ -83,14 +83,8 @@ inline double combine(reduce_op op, double a, double b) {
 
 // Ranks that differ from rank only on the axes of mask, in group order.
 inline std::vector<std::size_t> group_of(mesh_shape const& mesh, unsigned mask, std::size_t rank) {
-  std::vector<std::size_t> members;
-  mesh_coordinates const c = coordinates_of(mesh, rank);
-  for (std::size_t q = 0; q < mesh.size(); ++q) {
-    mesh_coordinates const cq = coordinates_of(mesh, q);
-    bool same = true;
-    for (std::size_t a = 0; a < mesh.ndim; ++a) same = same && ((mask >> a & 1U) != 0 || cq[a] == c[a]);
-    if (same) members.push_back(q);
-  }
+  std::vector<std::size_t> members(group_size(mesh, mask));
+  for (std::size_t i = 0; i < members.size(); ++i) members[i] = group_member(mesh, mask, rank, i);
   return members;
 }
 
