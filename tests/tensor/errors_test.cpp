@@ -104,3 +104,26 @@ TEST_CASE("ranks that ask for different target layouts", "[tensor][errors]") {
                          Catch::Matchers::MessageMatches(ContainsSubstring("rank 1 asked for a different")));
   all_ranks_continue();
 }
+
+TEST_CASE("an output tensor that cannot take the result", "[tensor][errors]") {
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  device_mesh const other(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  layout const cols{replicated, shard("dp")};
+  tensor_index const global{2 * ranks, 2 * ranks};
+  tensor_index const wider{2 * ranks, 4 * ranks};
+  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  auto const fails_with = [](auto&& call, std::string const& why) {
+    REQUIRE_THROWS_MATCHES(call(), mismatched_tensor_error,
+                           Catch::Matchers::MessageMatches(ContainsSubstring("the output of f64[") &&
+                                                           ContainsSubstring(why + " on rank 0")));
+    all_ranks_continue();
+  };
+  matrix y(mesh, cols, {wider[0], wider[1]}, shard_of(mesh, cols, wider));
+  fails_with([&] { redistribute(x, y); }, "has other global extents");
+  matrix z(other, cols, {global[0], global[1]}, shard_of(other, cols, global));
+  fails_with([&] { redistribute(x, z); }, "is on another mesh");
+  matrix same = x;
+  fails_with([&] { redistribute(x, same); }, "shares its memory with the input");
+}

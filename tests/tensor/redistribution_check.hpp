@@ -3,7 +3,8 @@
 // reference: the source shards come from the reference simulator's cut of a
 // global array, the result must equal the target's cut (reduced over its
 // partial axes), and the counters must show exactly the plan's collectives
-// and the bytes plan_traffic predicts for this rank.
+// and the bytes plan_traffic predicts for this rank. The same redistribution
+// into an existing tensor must write the same values into that tensor's View.
 
 #include "../algebra/layout_enumeration.hpp"
 #include "mpi_test.hpp"
@@ -102,6 +103,14 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
                   mesh.group(target.partial_axes).get());
   simulated_tensor expected = cut(shape, detail::without_partial(target), global, values);
   for (std::size_t i = 0; i < mine.size(); ++i) REQUIRE(mine[i] == static_cast<T>(expected.shards[me][i]));
+
+  typename tensor::view_type const out = detail::allocate<typename tensor::view_type>("out", detail::extents_of(y.local()));
+  Kokkos::deep_copy(out, T(-7));
+  tensor z(mesh, to, extents, out);
+  redistribute(x, z);
+  REQUIRE(z.local().data() == out.data());
+  auto const written = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, out);
+  for (std::size_t i = 0; i < written.size(); ++i) REQUIRE(written.data()[i] == result.data()[i]);
 }
 
 // Extents of each kind: dividing evenly, unevenly, and smaller than the

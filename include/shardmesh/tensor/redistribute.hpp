@@ -5,10 +5,11 @@
 //   auto pending = redistribute_async<cols>(x);  // returns at once
 //   ... compute ...
 //   auto y = pending.get();
+//   redistribute(x, y);                          // into y's shard, in y's layout
 //
 // Collective over the mesh. The input is checked on every rank before any
 // data moves (same exception everywhere on bad input). When the layouts are
-// equal, the result shares the input's View.
+// equal, the result shares the input's View (or is copied into the given one).
 
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/planner.hpp"
@@ -21,6 +22,8 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,18 +32,31 @@ namespace shardmesh {
 
 // A redistribution in flight. test() advances it without blocking; wait()
 // and get() finish it. Steps run one after another; each step's collective
-// is non-blocking, so work between test() calls overlaps with it.
+// is non-blocking, so work between test() calls overlaps with it. Every
+// step but the last writes into a workspace buffer; the last writes into the
+// output: a new View, or the given tensor's.
 template <class Result>
 class redistribution {
   using dynamic = dynamic_dtensor<typename Result::value_type, Result::rank, typename Result::memory_space>;
   using view_type = typename dynamic::view_type;
-  using flat_view = Kokkos::View<typename Result::value_type*, typename Result::memory_space>;
+  using value_type = typename Result::value_type;
+  using flat_view = Kokkos::View<value_type*, typename Result::memory_space>;
+  using lease = typename workspace<typename Result::memory_space>::lease;
 
  public:
-  redistribution(dynamic const& x, layout const& to) : mesh_(&x.mesh()), to_(to), current_(x.local()) {
-    validate(x, to);
-    global_ = x.global_extents();
+  // Into a new tensor of layout `to`, or, with `into`, into into's shard
+  // (its layout is `to`).
+  redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr)
+      : mesh_(&x.mesh()), to_(to), global_(x.global_extents()), source_(x.local()), current_(flatten(x.local())) {
+    validate(x, to, into);
     plan_ = mesh_->plan(x.bound(), bind(mesh_->shape(), to));
+    if (into != nullptr) result_ = into->local();
+    writes_into_ = into != nullptr;
+    if (plan_.size() == 0) {
+      if (writes_into_) Kokkos::deep_copy(result_, source_);
+      else result_ = source_;  // equal layouts share the View
+      return;
+    }
     start_next();
   }
 
@@ -62,7 +78,7 @@ class redistribution {
 
   [[nodiscard]] Result get() {
     wait();
-    dynamic out = dynamic::adopt(*mesh_, to_, global_, current_);
+    dynamic out = dynamic::adopt(*mesh_, to_, global_, result_);
     if constexpr (std::is_same_v<Result, dynamic>)
       return out;
     else
@@ -74,14 +90,15 @@ class redistribution {
  private:
   using execution_space = typename Result::memory_space::execution_space;
 
-  void validate(dynamic const& x, layout const& to) const {
+  void validate(dynamic const& x, layout const& to, dynamic const* into) const {
     // Agree first, so that every rank checks the same transition.
     detail::tensor_record mine{};
     mine.what = detail::fnv1a{}
                     .mix(detail::hash(x.layout()))
                     .mix(detail::hash(to))
-                    .mix(sizeof(typename Result::value_type))
+                    .mix(sizeof(value_type))
                     .mix(Result::rank)
+                    .mix(into != nullptr)
                     .value;
     tensor_index const expected = local_extents(mesh_->shape(), x.bound(), x.global_extents(), mesh_->rank());
     for (std::size_t d = 0; d < Result::rank; ++d) {
@@ -89,23 +106,44 @@ class redistribution {
       mine.local[d] = x.local().extent(d);
       mine.expected[d] = expected[d];
     }
+    if (into != nullptr) mine.output = static_cast<std::uint64_t>(output_problem(x, *into));
     detail::agree(*mesh_, "redistribute", x.notation(), Result::rank, mine);
     std::string problem = x.layout_problem("redistribute", to);
     if (problem.empty()) {
       message const m = transition_error("redistribute", mesh_->shape(), x.layout(), to);
-      if (!m.empty()) problem = detail::tensor_name(element_name<typename Result::value_type>(), Result::rank,
-                                                    x.global_extents()) + ": " + std::string(m.view());
+      if (!m.empty()) problem = detail::tensor_name(element_name<value_type>(), Result::rank, x.global_extents()) +
+                                ": " + std::string(m.view());
     }
     if (!problem.empty()) throw invalid_layout_error(problem);
+  }
+
+  static detail::output_problem output_problem(dynamic const& x, dynamic const& into) {
+    if (&into.mesh() != &x.mesh()) return detail::output_problem::other_mesh;
+    if (into.global_extents() != x.global_extents()) return detail::output_problem::other_extents;
+    auto const* a = x.local().data();
+    auto const* b = into.local().data();
+    if (a < b + into.local().size() && b < a + x.local().size()) return detail::output_problem::aliases_input;
+    return detail::output_problem::none;
   }
 
   void start_next() {
     while (next_ < plan_.size()) {
       plan_step const& s = plan_[next_++];
-      view_type const out = detail::allocate<view_type>("shardmesh::shard",
-                                                        local_extents(mesh_->shape(), s.after, global_, mesh_->rank()));
-      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, flatten(current_), flatten(out));
-      input_ = std::exchange(current_, out);  // MPI may read the input until the step completes
+      tensor_index const extents = local_extents(mesh_->shape(), s.after, global_, mesh_->rank());
+      flat_view out;
+      std::shared_ptr<lease> buffer;
+      if (next_ < plan_.size()) {
+        std::size_t n = 1;
+        for (std::size_t d = 0; d < Result::rank; ++d) n *= extents[d];
+        buffer = workspace<typename Result::memory_space>::instance().acquire(n * sizeof(value_type));
+        out = buffer->template as<value_type>(n);
+      } else {
+        if (!writes_into_) result_ = detail::allocate<view_type>("shardmesh::shard", extents);
+        out = flatten(result_);
+      }
+      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, current_, out);
+      current_ = out;
+      input_buffer_ = std::exchange(current_buffer_, buffer);  // MPI may read the input until the step completes
       if (op.pending.test()) {  // local steps and completed collectives go on at once
         complete(op);
         continue;
@@ -126,7 +164,7 @@ class redistribution {
   void complete(detail::step_operation& op) {
     if (op.finish) op.finish();
     execution_space{}.fence();
-    input_ = view_type();
+    input_buffer_.reset();
   }
 
   static flat_view flatten(view_type const& v) { return flat_view(v.data(), v.size()); }
@@ -134,8 +172,12 @@ class redistribution {
   device_mesh const* mesh_;
   layout to_;
   tensor_index global_{};
-  view_type current_;
-  view_type input_;  // the input of the step in flight
+  view_type source_;  // the input, alive until the first step completes
+  view_type result_;
+  bool writes_into_ = false;
+  flat_view current_;                     // the latest step's output
+  std::shared_ptr<lease> current_buffer_;  // its memory, unless it is result_
+  std::shared_ptr<lease> input_buffer_;    // the memory of the input of the step in flight
   redistribution_plan plan_;
   std::size_t next_ = 0;
   std::optional<detail::step_operation> op_;
@@ -154,6 +196,19 @@ template <class T, std::size_t Rank, class MemorySpace>
   return redistribute_async(x, to).get();
 }
 
+// Into an existing tensor: y's shard receives x in y's layout. y lives on
+// x's mesh, has x's global extents and shares no memory with x.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y) {
+  return {x, y.layout(), &y};
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+void redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y) {
+  redistribute_async(x, y).wait();
+}
+
 // Constant layouts: what does not depend on the mesh is checked at compile time.
 template <layout To, class T, layout From, class MemorySpace>
 [[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(dtensor<T, From, MemorySpace> const& x) {
@@ -164,6 +219,18 @@ template <layout To, class T, layout From, class MemorySpace>
 template <layout To, class T, layout From, class MemorySpace>
 [[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x) {
   return redistribute_async<To>(x).get();
+}
+
+template <class T, layout From, layout To, class MemorySpace>
+[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(dtensor<T, From, MemorySpace> const& x,
+                                                                             dtensor<T, To, MemorySpace>& y) {
+  static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
+  return {x, To, &y};
+}
+
+template <class T, layout From, layout To, class MemorySpace>
+void redistribute(dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y) {
+  redistribute_async(x, y).wait();
 }
 
 }  // namespace shardmesh

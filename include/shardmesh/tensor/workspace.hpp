@@ -2,10 +2,13 @@
 // Reusable communication buffers. Redistributions borrow byte buffers from a
 // pool per memory space and return them when their step completes, so that
 // repeated redistributions allocate nothing after the first, and steps still
-// in flight (asynchronous ones) never share a buffer.
+// in flight (asynchronous ones) never share a buffer. The pool counts the
+// bytes on lease and their high-water mark: the extra memory redistributions
+// need beyond their input and output.
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -39,15 +42,32 @@ class workspace {
 
   [[nodiscard]] std::shared_ptr<lease> acquire(std::size_t bytes) {
     std::lock_guard lock(mutex_);
+    buffer_type found;
     for (auto it = free_.begin(); it != free_.end(); ++it)
       if (it->extent(0) >= bytes) {
-        buffer_type found = std::move(*it);
+        found = std::move(*it);
         free_.erase(it);
-        return std::make_shared<lease>(this, std::move(found));
+        break;
       }
-    return std::make_shared<lease>(this, buffer_type(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                                        "shardmesh::workspace"),
-                                                     bytes));
+    if (found.data() == nullptr)
+      found = buffer_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::workspace"), bytes);
+    leased_ += found.extent(0);
+    peak_leased_ = std::max(peak_leased_, leased_);
+    return std::make_shared<lease>(this, std::move(found));
+  }
+
+  // Bytes on lease now, and the most on lease at once since reset_peak().
+  [[nodiscard]] std::size_t leased_bytes() const {
+    std::lock_guard lock(mutex_);
+    return leased_;
+  }
+  [[nodiscard]] std::size_t peak_leased_bytes() const {
+    std::lock_guard lock(mutex_);
+    return peak_leased_;
+  }
+  void reset_peak() {
+    std::lock_guard lock(mutex_);
+    peak_leased_ = leased_;
   }
 
   // Bytes the pool holds while no buffer is leased.
@@ -76,10 +96,13 @@ class workspace {
  private:
   void give_back(buffer_type buffer) {
     std::lock_guard lock(mutex_);
+    leased_ -= buffer.extent(0);
     free_.push_back(std::move(buffer));
   }
   mutable std::mutex mutex_;
   std::vector<buffer_type> free_;
+  std::size_t leased_ = 0;
+  std::size_t peak_leased_ = 0;
 };
 
 }  // namespace shardmesh

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardmesh::detail {
@@ -25,7 +26,21 @@ struct tensor_record {
   std::array<std::uint64_t, max_tensor_rank> global{};
   std::array<std::uint64_t, max_tensor_rank> local{};     // the local shard's extents
   std::array<std::uint64_t, max_tensor_rank> expected{};  // what the layout gives this rank
+  std::uint64_t output = 0;  // an output_problem, for operations that write into a given tensor
 };
+
+// Why a given output tensor cannot take an operation's result on some rank.
+enum class output_problem : std::uint64_t { none, other_mesh, other_extents, aliases_input };
+
+inline std::string_view describe(output_problem p) {
+  switch (p) {
+    case output_problem::none: break;
+    case output_problem::other_mesh: return "is on another mesh";
+    case output_problem::other_extents: return "has other global extents";
+    case output_problem::aliases_input: return "shares its memory with the input";
+  }
+  return "";
+}
 
 // "f32[8,6]": element type and global extents.
 inline std::string tensor_name(std::string_view element, std::size_t rank, tensor_index const& global) {
@@ -44,7 +59,7 @@ inline std::string extents_string(std::size_t rank, std::array<std::uint64_t, ma
 // Collective over mesh. `what` must differ when ranks disagree on anything
 // but the extents (operation, layouts, element type). Throws on every rank:
 // mismatched_tensor_error if ranks disagree, local_extents_error if some
-// rank's local shard has the wrong extents.
+// rank's local shard has the wrong extents or cannot take the output.
 inline void agree(device_mesh const& mesh, std::string const& operation, std::string const& tensor,
                   std::size_t rank, tensor_record const& mine) {
   static_assert(sizeof(tensor_record) % sizeof(std::uint64_t) == 0);
@@ -60,6 +75,10 @@ inline void agree(device_mesh const& mesh, std::string const& operation, std::st
                                     extents_string(rank, all[0].global) + ", rank " + std::to_string(r) + " has " +
                                     extents_string(rank, all[r].global));
   }
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (auto const p = static_cast<output_problem>(all[r].output); p != output_problem::none)
+      throw mismatched_tensor_error(operation + ": the output of " + tensor + " " + std::string(describe(p)) +
+                                    " on rank " + std::to_string(r));
   std::string bad;
   for (std::size_t r = 0; r < all.size(); ++r)
     if (all[r].local != all[r].expected)

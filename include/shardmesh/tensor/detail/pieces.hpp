@@ -5,6 +5,13 @@
 // The lists are built on the host from the shard geometry; one Kokkos kernel
 // then packs, unpacks or copies any set of pieces on the tensor's execution
 // space, for block and cyclic layouts alike.
+//
+// The kernel walks each piece row by row (a row: every dimension but the
+// last fixed), so the index lists are read once per row, not per element.
+// Along a row both sides step evenly unless a block-cyclic layout breaks it,
+// and the copy is then a plain strided loop. Rows are cut into segments of
+// at most segment_length elements, one per team, so that long rows (and
+// vectors, which are one row) still spread over every thread.
 
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
@@ -18,6 +25,8 @@
 
 namespace shardmesh::detail {
 
+inline constexpr std::size_t segment_length = 4096;
+
 // One box, in the arrays a piece_set carries to the device.
 struct piece {
   std::size_t start = 0;  // offset of the piece in the packed buffer
@@ -27,7 +36,23 @@ struct piece {
   std::size_t dst_list[max_tensor_rank] = {};    // where each dimension's destination indices start
   std::size_t src_stride[max_tensor_rank] = {};  // row-major strides of the source shard
   std::size_t dst_stride[max_tensor_rank] = {};  // row-major strides of the destination shard
+  // Along the last dimension each side's local index is first + j * step
+  // when `even`; otherwise the kernel reads the index lists.
+  bool even = false;
+  std::size_t src_first = 0, src_step = 0, dst_first = 0, dst_step = 0;
+  std::size_t first_segment = 0;  // segments of all earlier pieces
+  std::size_t segments_per_row = 0;
 };
+
+// Whether list[from, from + n) is first + j * step, and those two.
+inline bool progression(std::vector<std::size_t> const& list, std::size_t from, std::size_t n, std::size_t& first,
+                        std::size_t& step) {
+  first = list[from];
+  step = n > 1 ? list[from + 1] - first : 1;
+  for (std::size_t j = 2; j < n; ++j)
+    if (list[from + j] != first + j * step) return false;
+  return true;
+}
 
 // Pieces packed one after another, in order, with their index lists.
 struct piece_set {
@@ -35,7 +60,8 @@ struct piece_set {
   std::vector<piece> pieces;
   std::vector<std::size_t> src_indices;
   std::vector<std::size_t> dst_indices;
-  std::size_t total = 0;
+  std::size_t total = 0;     // elements
+  std::size_t segments = 0;  // segments (see transfer)
 
   // Appends the elements that rank `to` holds under `after` and rank `from`
   // held under `before`; returns their number.
@@ -49,6 +75,7 @@ struct piece_set {
     piece p;
     p.start = total;
     p.count = 1;
+    p.first_segment = segments;
     std::size_t src_stride = 1;
     std::size_t dst_stride = 1;
     for (std::size_t d = rank; d-- > 0;) {
@@ -77,6 +104,14 @@ struct piece_set {
     if (p.count == 0) {  // keep no index lists for empty pieces
       src_indices.resize(p.src_list[0]);
       dst_indices.resize(p.dst_list[0]);
+    } else {
+      std::size_t const last = rank - 1;
+      std::size_t const row = p.box[last];
+      bool const src_even = progression(src_indices, p.src_list[last], row, p.src_first, p.src_step);
+      bool const dst_even = progression(dst_indices, p.dst_list[last], row, p.dst_first, p.dst_step);
+      p.even = src_even && dst_even;
+      p.segments_per_row = (row + segment_length - 1) / segment_length;
+      segments += p.count / row * p.segments_per_row;
     }
     pieces.push_back(p);
     total += p.count;
@@ -130,31 +165,54 @@ void transfer(piece_set const& set, Kokkos::View<T const*, MemorySpace> src, add
   auto const src_indices = to_device(set.src_indices, "shardmesh::src_indices");
   auto const dst_indices = to_device(set.dst_indices, "shardmesh::dst_indices");
   std::size_t const npieces = set.pieces.size();
-  std::size_t const rank = set.rank;
+  std::size_t const last = set.rank - 1;
   bool const src_packed = src_mode == addressing::packed;
   bool const dst_packed = dst_mode == addressing::packed;
+  using team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   Kokkos::parallel_for(
-      "shardmesh::transfer_pieces", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(0, set.total),
-      KOKKOS_LAMBDA(std::size_t e) {
-        // The last piece that starts at or before e holds it (an empty piece
-        // starts where the next one does, so it is never the last).
+      "shardmesh::transfer_pieces", Kokkos::TeamPolicy<ExecutionSpace>(static_cast<int>(set.segments), Kokkos::AUTO),
+      KOKKOS_LAMBDA(team const& member) {
+        auto const segment = static_cast<std::size_t>(member.league_rank());
+        // The last piece whose first segment is at or before this one holds
+        // it (an empty piece starts where the next one does, so it is never
+        // the last).
         std::size_t lo = 0;
         std::size_t hi = npieces;
         while (hi - lo > 1) {
           std::size_t const mid = (lo + hi) / 2;
-          if (pieces(mid).start <= e) lo = mid; else hi = mid;
+          if (pieces(mid).first_segment <= segment) lo = mid; else hi = mid;
         }
         piece const& p = pieces(lo);
-        std::size_t k = e - p.start;
-        std::size_t src_offset = 0;
-        std::size_t dst_offset = 0;
-        for (std::size_t d = rank; d-- > 0;) {
+        std::size_t const row = (segment - p.first_segment) / p.segments_per_row;
+        std::size_t const begin = (segment - p.first_segment) % p.segments_per_row * segment_length;
+        std::size_t const end = begin + segment_length < p.box[last] ? begin + segment_length : p.box[last];
+        // Offsets of the row's first element, then its elements along the last dimension.
+        std::size_t src_row = 0;
+        std::size_t dst_row = 0;
+        for (std::size_t d = last, k = row; d-- > 0;) {
           std::size_t const i = k % p.box[d];
           k /= p.box[d];
-          src_offset += src_indices(p.src_list[d] + i) * p.src_stride[d];
-          dst_offset += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
+          src_row += src_indices(p.src_list[d] + i) * p.src_stride[d];
+          dst_row += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
         }
-        dst(dst_packed ? e : dst_offset) = src(src_packed ? e : src_offset);
+        std::size_t const packed_row = p.start + row * p.box[last];
+        if (src_packed) src_row = packed_row;
+        if (dst_packed) dst_row = packed_row;
+        std::size_t const src_first = src_packed ? 0 : p.src_first;
+        std::size_t const src_step = src_packed ? 1 : p.src_step;
+        std::size_t const dst_first = dst_packed ? 0 : p.dst_first;
+        std::size_t const dst_step = dst_packed ? 1 : p.dst_step;
+        if (p.even || (src_packed && dst_packed)) {
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
+            dst(dst_row + dst_first + j * dst_step) = src(src_row + src_first + j * src_step);
+          });
+        } else {
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
+            std::size_t const s = src_packed ? j : src_indices(p.src_list[last] + j);
+            std::size_t const t = dst_packed ? j : dst_indices(p.dst_list[last] + j);
+            dst(dst_row + t) = src(src_row + s);
+          });
+        }
       });
 }
 
