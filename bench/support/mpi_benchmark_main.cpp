@@ -2,7 +2,10 @@
 // MPI and Kokkos, runs the same benchmarks on every rank, reports from rank 0.
 // Every benchmark times itself with max_over_ranks (manual time), so all ranks
 // see the same times and Google Benchmark picks the same iteration counts on
-// every rank: their collectives always match.
+// every rank: their collectives always match. The exit status is 1 if a
+// benchmark reported an error.
+#include "deferred_registration.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -22,10 +25,22 @@ class silent_reporter : public benchmark::BenchmarkReporter {
   void ReportRuns(std::vector<Run> const&) override {}
 };
 
+// The console reporter, remembering whether a benchmark failed (a check
+// inside it called SkipWithError), so that the run's exit status shows it.
+class checking_reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(std::vector<Run> const& runs) override {
+    for (Run const& run : runs) failed = failed || run.skipped == benchmark::internal::SkippedWithError;
+    ConsoleReporter::ReportRuns(runs);
+  }
+  bool failed = false;
+};
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
   MPI_Init(&argc, &argv);
+  int status = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     int rank = 0;
@@ -37,11 +52,14 @@ int main(int argc, char* argv[]) {
       argc = static_cast<int>(std::remove_if(argv + 1, argv + argc, [](char const* arg) {
                                 return std::string_view(arg).starts_with("--benchmark_out");
                               }) - argv);
+    for (auto const registration : shardmesh::bench::deferred_registrations()) registration();
     benchmark::Initialize(&argc, argv);
     benchmark::AddCustomContext("shardmesh_runtime", shardmesh::to_string(shardmesh::query_runtime_info()));
     benchmark::AddCustomContext("mpi_ranks", std::to_string(ranks));
     if (rank == 0) {
-      benchmark::RunSpecifiedBenchmarks();
+      checking_reporter display;
+      benchmark::RunSpecifiedBenchmarks(&display);
+      status = display.failed ? 1 : 0;
     } else {
       silent_reporter display;
       benchmark::RunSpecifiedBenchmarks(&display);
@@ -49,5 +67,5 @@ int main(int argc, char* argv[]) {
     benchmark::Shutdown();
   }
   MPI_Finalize();
-  return 0;
+  return status;
 }

@@ -20,37 +20,45 @@ namespace shardmesh {
 // keeps send and recv alive until it completes.
 template <class T, class Space>
 [[nodiscard]] request iall_gather_v(communicator const& comm, Kokkos::View<T*, Space> send,
-                                    Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts) {
+                                    Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts,
+                                    completion when = completion::deferred) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   auto const displs = detail::keep(detail::displacements(counts));
-  return detail::post("all_gather", counts[me] * (counts.size() - 1), detail::sum_except(counts, me), send, recv,
+  return detail::post("all_gather", when, counts[me] * (counts.size() - 1), detail::sum_except(counts, me), send, recv,
                       {mpi_counts, displs}, [&](T* in, T* out, MPI_Request* r) {
-                        MPI_Iallgatherv(in, (*mpi_counts)[me], mpi_type<T>(), out, mpi_counts->data(), displs->data(),
-                                        mpi_type<T>(), comm.get(), r);
+                        if (r == nullptr)
+                          MPI_Allgatherv(in, (*mpi_counts)[me], mpi_type<T>(), out, mpi_counts->data(),
+                                         displs->data(), mpi_type<T>(), comm.get());
+                        else
+                          MPI_Iallgatherv(in, (*mpi_counts)[me], mpi_type<T>(), out, mpi_counts->data(),
+                                          displs->data(), mpi_type<T>(), comm.get(), r);
                       });
 }
 
 template <class T, class Space>
 void all_gather_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
                   std::vector<std::size_t> const& counts) {
-  iall_gather_v(comm, send, recv, counts).wait();
+  iall_gather_v(comm, send, recv, counts, completion::immediate).wait();
 }
 
 // MPI_Iallgather: equal blocks, recv.extent(0) == comm.size() * send.extent(0).
 template <class T, class Space>
 [[nodiscard]] request iall_gather(communicator const& comm, Kokkos::View<T*, Space> send,
-                                  Kokkos::View<T*, Space> recv) {
+                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred) {
   std::size_t const moved = send.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(send.extent(0));
-  return detail::post("all_gather", moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
-    MPI_Iallgather(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
+  return detail::post("all_gather", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
+    if (r == nullptr)
+      MPI_Allgather(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get());
+    else
+      MPI_Iallgather(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
   });
 }
 
 template <class T, class Space>
 void all_gather(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv) {
-  iall_gather(comm, send, recv).wait();
+  iall_gather(comm, send, recv, completion::immediate).wait();
 }
 
 }  // namespace shardmesh

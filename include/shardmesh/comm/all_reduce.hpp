@@ -18,22 +18,26 @@
 namespace shardmesh {
 
 template <class T, class Space>
-[[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
+[[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op,
+                                  completion when = completion::deferred) {
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const own = block_part(data.extent(0), n, static_cast<std::size_t>(comm.rank())).size();
   std::size_t const moved = (n - 1) * own + (data.extent(0) - own);
   int const count = detail::mpi_count(data.extent(0));
   return detail::post(
-      "all_reduce", moved, moved, Kokkos::View<T*, Space>(), data, {},
+      "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {},
       [&](T*, T* inout, MPI_Request* r) {
-        MPI_Iallreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
+        if (r == nullptr)
+          MPI_Allreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get());
+        else
+          MPI_Iallreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
       },
       true);
 }
 
 template <class T, class Space>
 void all_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
-  iall_reduce(comm, data, op).wait();
+  iall_reduce(comm, data, op, completion::immediate).wait();
 }
 
 }  // namespace shardmesh

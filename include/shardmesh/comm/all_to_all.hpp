@@ -26,16 +26,21 @@ template <class T, class Space>
                                     std::vector<std::size_t> const& send_counts,
                                     std::vector<std::size_t> const& send_displs, Kokkos::View<T*, Space> recv,
                                     std::vector<std::size_t> const& recv_counts,
-                                    std::vector<std::size_t> const& recv_displs) {
+                                    std::vector<std::size_t> const& recv_displs,
+                                    completion when = completion::deferred) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const scounts = detail::keep(detail::mpi_counts(send_counts));
   auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
   auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
   auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
-  return detail::post("all_to_all", detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send,
+  return detail::post("all_to_all", when, detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send,
                       recv, {scounts, rcounts, sdispls, rdispls}, [&](T* in, T* out, MPI_Request* r) {
-                        MPI_Ialltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out, rcounts->data(),
-                                       rdispls->data(), mpi_type<T>(), comm.get(), r);
+                        if (r == nullptr)
+                          MPI_Alltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out, rcounts->data(),
+                                        rdispls->data(), mpi_type<T>(), comm.get());
+                        else
+                          MPI_Ialltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out,
+                                         rcounts->data(), rdispls->data(), mpi_type<T>(), comm.get(), r);
                       });
 }
 
@@ -43,33 +48,37 @@ template <class T, class Space>
 template <class T, class Space>
 [[nodiscard]] request iall_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                     std::vector<std::size_t> const& send_counts, Kokkos::View<T*, Space> recv,
-                                    std::vector<std::size_t> const& recv_counts) {
+                                    std::vector<std::size_t> const& recv_counts,
+                                    completion when = completion::deferred) {
   return iall_to_all_v(comm, send, send_counts, detail::offsets(send_counts), recv, recv_counts,
-                       detail::offsets(recv_counts));
+                       detail::offsets(recv_counts), when);
 }
 
 template <class T, class Space>
 void all_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send, std::vector<std::size_t> const& send_counts,
                   Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& recv_counts) {
-  iall_to_all_v(comm, send, send_counts, recv, recv_counts).wait();
+  iall_to_all_v(comm, send, send_counts, recv, recv_counts, completion::immediate).wait();
 }
 
 // MPI_Ialltoall: equal blocks of send.extent(0) / comm.size() elements.
 template <class T, class Space>
 [[nodiscard]] request iall_to_all(communicator const& comm, Kokkos::View<T*, Space> send,
-                                  Kokkos::View<T*, Space> recv) {
+                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred) {
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const block = send.extent(0) / n;
   int const count = detail::mpi_count(block);
-  return detail::post("all_to_all", block * (n - 1), block * (n - 1), send, recv, {},
+  return detail::post("all_to_all", when, block * (n - 1), block * (n - 1), send, recv, {},
                       [&](T* in, T* out, MPI_Request* r) {
-                        MPI_Ialltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
+                        if (r == nullptr)
+                          MPI_Alltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get());
+                        else
+                          MPI_Ialltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
                       });
 }
 
 template <class T, class Space>
 void all_to_all(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv) {
-  iall_to_all(comm, send, recv).wait();
+  iall_to_all(comm, send, recv, completion::immediate).wait();
 }
 
 }  // namespace shardmesh

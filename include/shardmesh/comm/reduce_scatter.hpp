@@ -22,36 +22,44 @@ namespace shardmesh {
 template <class T, class Space>
 [[nodiscard]] request ireduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                         Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts,
-                                        reduce_op op) {
+                                        reduce_op op, completion when = completion::deferred) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
-  return detail::post("reduce_scatter", detail::sum_except(counts, me), counts[me] * (counts.size() - 1), send, recv,
+  return detail::post("reduce_scatter", when, detail::sum_except(counts, me), counts[me] * (counts.size() - 1), send, recv,
                       {mpi_counts}, [&](T* in, T* out, MPI_Request* r) {
-                        MPI_Ireduce_scatter(in, out, mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get(), r);
+                        if (r == nullptr)
+                          MPI_Reduce_scatter(in, out, mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get());
+                        else
+                          MPI_Ireduce_scatter(in, out, mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get(),
+                                              r);
                       });
 }
 
 template <class T, class Space>
 void reduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
                       std::vector<std::size_t> const& counts, reduce_op op) {
-  ireduce_scatter_v(comm, send, recv, counts, op).wait();
+  ireduce_scatter_v(comm, send, recv, counts, op, completion::immediate).wait();
 }
 
 // MPI_Ireduce_scatter_block: equal blocks, send.extent(0) == comm.size() * recv.extent(0).
 template <class T, class Space>
 [[nodiscard]] request ireduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send,
-                                      Kokkos::View<T*, Space> recv, reduce_op op) {
+                                      Kokkos::View<T*, Space> recv, reduce_op op,
+                                      completion when = completion::deferred) {
   std::size_t const moved = recv.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(recv.extent(0));
-  return detail::post("reduce_scatter", moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
-    MPI_Ireduce_scatter_block(in, out, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
+  return detail::post("reduce_scatter", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
+    if (r == nullptr)
+      MPI_Reduce_scatter_block(in, out, count, mpi_type<T>(), mpi_op(op), comm.get());
+    else
+      MPI_Ireduce_scatter_block(in, out, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
   });
 }
 
 template <class T, class Space>
 void reduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
                     reduce_op op) {
-  ireduce_scatter(comm, send, recv, op).wait();
+  ireduce_scatter(comm, send, recv, op, completion::immediate).wait();
 }
 
 }  // namespace shardmesh

@@ -14,6 +14,12 @@
 
 namespace shardmesh {
 
+// When a collective runs: posted non-blocking, completed later through its
+// request (deferred), or run to completion inside the call with MPI's
+// blocking collective (immediate), which MPI libraries often implement with
+// faster algorithms than the non-blocking one. Blocking forms use immediate.
+enum class completion { deferred, immediate };
+
 class request {
  public:
   request() = default;

@@ -45,9 +45,16 @@ class redistribution {
 
  public:
   // Into a new tensor of layout `to`, or, with `into`, into into's shard
-  // (its layout is `to`).
-  redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr)
-      : mesh_(&x.mesh()), to_(to), global_(x.global_extents()), source_(x.local()), current_(flatten(x.local())) {
+  // (its layout is `to`). With completion::immediate every step runs to its
+  // end inside the constructor, on MPI's blocking collectives.
+  redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr,
+                 completion when = completion::deferred)
+      : mesh_(&x.mesh()),
+        to_(to),
+        global_(x.global_extents()),
+        when_(when),
+        source_(x.local()),
+        current_(flatten(x.local())) {
     validate(x, to, into);
     plan_ = mesh_->plan(x.bound(), bind(mesh_->shape(), to));
     if (into != nullptr) result_ = into->local();
@@ -141,7 +148,7 @@ class redistribution {
         if (!writes_into_) result_ = detail::allocate<view_type>("shardmesh::shard", extents);
         out = flatten(result_);
       }
-      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, current_, out);
+      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, current_, out, when_);
       current_ = out;
       input_buffer_ = std::exchange(current_buffer_, buffer);  // MPI may read the input until the step completes
       if (op.pending.test()) {  // local steps and completed collectives go on at once
@@ -172,6 +179,7 @@ class redistribution {
   device_mesh const* mesh_;
   layout to_;
   tensor_index global_{};
+  completion when_;
   view_type source_;  // the input, alive until the first step completes
   view_type result_;
   bool writes_into_ = false;
@@ -193,7 +201,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                                  layout const& to) {
-  return redistribute_async(x, to).get();
+  return redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, to, nullptr, completion::immediate).get();
 }
 
 // Into an existing tensor: y's shard receives x in y's layout. y lives on
@@ -206,7 +214,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 
 template <class T, std::size_t Rank, class MemorySpace>
 void redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y) {
-  redistribute_async(x, y).wait();
+  redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, y.layout(), &y, completion::immediate).wait();
 }
 
 // Constant layouts: what does not depend on the mesh is checked at compile time.
@@ -218,7 +226,8 @@ template <layout To, class T, layout From, class MemorySpace>
 
 template <layout To, class T, layout From, class MemorySpace>
 [[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x) {
-  return redistribute_async<To>(x).get();
+  static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
+  return redistribution<dtensor<T, To, MemorySpace>>(x, To, nullptr, completion::immediate).get();
 }
 
 template <class T, layout From, layout To, class MemorySpace>
@@ -230,7 +239,8 @@ template <class T, layout From, layout To, class MemorySpace>
 
 template <class T, layout From, layout To, class MemorySpace>
 void redistribute(dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y) {
-  redistribute_async(x, y).wait();
+  static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
+  redistribution<dtensor<T, To, MemorySpace>>(x, To, &y, completion::immediate).wait();
 }
 
 }  // namespace shardmesh

@@ -67,11 +67,12 @@ void count_call(char const* name, std::size_t sent, std::size_t received) {
 // in_place, reads and writes recv): counts the call, stages the buffers
 // where MPI cannot read them, and returns a request that keeps `keep` (count
 // and displacement arrays) alive and copies a staged result back.
-// post_call(send_pointer, recv_pointer, &request) issues the MPI call.
+// post_call(send_pointer, recv_pointer, &request) issues the non-blocking
+// MPI call; post_call(send_pointer, recv_pointer, nullptr) the blocking one.
 template <class T, class Space, class Post>
-request post(char const* name, std::size_t sent, std::size_t received, Kokkos::View<T*, Space> send,
-             Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep, Post&& post_call,
-             bool in_place = false) {
+request post(char const* name, completion when, std::size_t sent, std::size_t received,
+             Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
+             Post&& post_call, bool in_place = false) {
   std::string const region_name = std::string("shardmesh::") + name;
   Kokkos::Profiling::ScopedRegion region(region_name);
   count_call<T>(name, sent, received);
@@ -79,7 +80,7 @@ request post(char const* name, std::size_t sent, std::size_t received, Kokkos::V
   staged_buffer<T, Space> out(recv);
   (in_place ? out : in).to_mpi();
   MPI_Request r = MPI_REQUEST_NULL;
-  post_call(in.data(), out.data(), &r);
+  post_call(in.data(), out.data(), when == completion::deferred ? &r : nullptr);
   return request(region_name, {r}, [in, out, kept = std::vector<kept_ints>(keep)] { out.from_mpi(); });
 }
 

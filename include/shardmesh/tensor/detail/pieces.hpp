@@ -202,7 +202,12 @@ void transfer(piece_set const& set, Kokkos::View<T const*, MemorySpace> src, add
         std::size_t const src_step = src_packed ? 1 : p.src_step;
         std::size_t const dst_first = dst_packed ? 0 : p.dst_first;
         std::size_t const dst_step = dst_packed ? 1 : p.dst_step;
-        if (p.even || (src_packed && dst_packed)) {
+        if (src_step == 1 && dst_step == 1 && (p.even || (src_packed && dst_packed))) {  // the common case
+          std::size_t const from = src_row + src_first;
+          std::size_t const to = dst_row + dst_first;
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end),
+                               [&](std::size_t j) { dst(to + j) = src(from + j); });
+        } else if (p.even || (src_packed && dst_packed)) {
           Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
             dst(dst_row + dst_first + j * dst_step) = src(src_row + src_first + j * src_step);
           });

@@ -17,6 +17,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -66,10 +67,11 @@ inline std::optional<std::vector<std::size_t>> contiguous_offsets(piece_set cons
 }
 
 // Starts step s: `in` is this rank's shard under s.before, `out` (allocated
-// by the caller) receives its shard under s.after.
+// by the caller) receives its shard under s.after. With completion::immediate
+// the collective has run when this returns.
 template <class ExecutionSpace, class T, class MemorySpace>
 step_operation start_step(device_mesh const& mesh, plan_step const& s, tensor_index const& global,
-                          Kokkos::View<T*, MemorySpace> in, Kokkos::View<T*, MemorySpace> out) {
+                          Kokkos::View<T*, MemorySpace> in, Kokkos::View<T*, MemorySpace> out, completion when) {
   using view = Kokkos::View<T*, MemorySpace>;
   using const_view = Kokkos::View<T const*, MemorySpace>;
   mesh_shape const& shape = mesh.shape();
@@ -98,7 +100,7 @@ step_operation start_step(device_mesh const& mesh, plan_step const& s, tensor_in
     case step_kind::all_reduce: {
       Kokkos::deep_copy(ExecutionSpace{}, out, in);
       ExecutionSpace{}.fence();
-      return {iall_reduce(mesh.group(s.axes), out, s.before.op), {}};
+      return {iall_reduce(mesh.group(s.axes), out, s.before.op, when), {}};
     }
     case step_kind::permute: {
       int const peer = static_cast<int>(permutation_source(shape, s, me));
@@ -111,11 +113,17 @@ step_operation start_step(device_mesh const& mesh, plan_step const& s, tensor_in
       for (std::size_t i = 0; i < n; ++i)
         counts[i] = from_members.add(shape, s.before, member(i), s.after, me, global);
       ExecutionSpace{}.fence();
-      if (in_order_contiguous(from_members, false, out_extents))
-        return {iall_gather_v(mesh.group(s.axes), in, out, counts), {}};
+      // Every member computes the same counts, so all pick the same MPI
+      // call; the plain one where blocks are equal, often faster.
+      bool const equal = std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == counts[0]; });
+      auto const gather = [&](view into) {
+        return equal ? iall_gather(mesh.group(s.axes), in, into, when)
+                     : iall_gather_v(mesh.group(s.axes), in, into, counts, when);
+      };
+      if (in_order_contiguous(from_members, false, out_extents)) return {gather(out), {}};
       auto const recv = pool.acquire(from_members.total * sizeof(T));
       view const packed = recv->template as<T>(from_members.total);
-      return {iall_gather_v(mesh.group(s.axes), in, packed, counts), [from_members, packed, out, recv] {
+      return {gather(packed), [from_members, packed, out, recv] {
                 transfer<ExecutionSpace>(from_members, const_view(packed), addressing::packed, out,
                                          addressing::indexed);
               }};
@@ -127,13 +135,13 @@ step_operation start_step(device_mesh const& mesh, plan_step const& s, tensor_in
       for (std::size_t i = 0; i < n; ++i) counts[i] = to_members.add(shape, s.before, me, s.after, member(i), global);
       if (in_order_contiguous(to_members, true, in_extents)) {
         ExecutionSpace{}.fence();
-        return {ireduce_scatter_v(mesh.group(s.axes), in, out, counts, s.before.op), {}};
+        return {ireduce_scatter_v(mesh.group(s.axes), in, out, counts, s.before.op, when), {}};
       }
       auto const send = pool.acquire(to_members.total * sizeof(T));
       view const packed = send->template as<T>(to_members.total);
       transfer<ExecutionSpace>(to_members, const_view(in), addressing::indexed, packed, addressing::packed);
       ExecutionSpace{}.fence();
-      return {ireduce_scatter_v(mesh.group(s.axes), packed, out, counts, s.before.op), [send] {}};
+      return {ireduce_scatter_v(mesh.group(s.axes), packed, out, counts, s.before.op, when), [send] {}};
     }
     case step_kind::all_to_all:
     case step_kind::all_to_all_v: {
@@ -182,7 +190,7 @@ step_operation start_step(device_mesh const& mesh, plan_step const& s, tensor_in
       ExecutionSpace{}.fence();
       unsigned const axes = s.kind == step_kind::all_to_all_v ? (1U << shape.ndim) - 1 : s.axes;
       request pending = iall_to_all_v(mesh.group(axes), send, send_counts, per_member(sends, send_piece, send_in_place),
-                                      recv, recv_counts, per_member(receives, recv_piece, recv_in_place));
+                                      recv, recv_counts, per_member(receives, recv_piece, recv_in_place), when);
       if (recv_in_place) return {std::move(pending), [send_buffer] {}};
       return {std::move(pending), [receives, recv, out, send_buffer, recv_buffer] {
                 transfer<ExecutionSpace>(receives, const_view(recv), addressing::packed, out, addressing::indexed);
