@@ -14,9 +14,11 @@ use_libuv=0.
 """
 import argparse
 import json
+import logging
 import os
 import socket
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -59,6 +61,9 @@ def slowest(seconds):
 
 def worker(rank, ranks, port, sizes, repetitions, min_time, out):
     torch.set_num_threads(1)
+    # On CPU, DTensor warns at every all-to-all that gloo lacks it (it all-gathers instead).
+    logging.getLogger("torch.distributed.tensor._collective_utils").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="DTensor random operators")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}?use_libuv=0", rank=rank, world_size=ranks)
     entries = []
     for kind, mesh_name, source, target, before, after in CASES:

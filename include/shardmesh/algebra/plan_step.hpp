@@ -57,6 +57,7 @@ struct plan_step {
   std::size_t to_dim = npos;    // slice, all_to_all, reduce_scatter
   bound_layout before;
   bound_layout after;
+  constexpr bool operator==(plan_step const&) const = default;
 };
 
 // Mesh axes that shard some dimension.

@@ -95,7 +95,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   if (root == all_ranks) {
     detail::piece_set mine_only;
     mine_only.add(mesh.shape(), whole, me, values, me, extents);
-    detail::transfer<host_space>(mine_only, Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
+    detail::transfer<host_space>(detail::device_pieces<Kokkos::HostSpace>(mine_only), Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
                                  detail::addressing::indexed, host_shard, detail::addressing::indexed);
   } else {
     // The root packs every rank's shard in rank order and scatters them.
@@ -106,7 +106,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
                                : local_size(mesh.shape(), values, extents, r);
     host_flat packed("shardmesh::scatter", holds_global ? shards.total : 0);
     if (holds_global)
-      detail::transfer<host_space>(shards, Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
+      detail::transfer<host_space>(detail::device_pieces<Kokkos::HostSpace>(shards), Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
                                    detail::addressing::indexed, packed, detail::addressing::packed);
     host_space{}.fence();
     auto const mpi_counts = detail::mpi_counts(counts);

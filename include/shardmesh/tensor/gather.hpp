@@ -64,7 +64,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   counters().record("gather", at_root ? 0 : counts[me] * sizeof(T),
                     at_root ? detail::sum_except(counts, me) * sizeof(T) : 0);
   if (!at_root) return host_view();
-  detail::transfer<Kokkos::DefaultHostExecutionSpace>(pieces, Kokkos::View<T const*, Kokkos::HostSpace>(packed),
+  detail::transfer<Kokkos::DefaultHostExecutionSpace>(detail::device_pieces<Kokkos::HostSpace>(pieces), Kokkos::View<T const*, Kokkos::HostSpace>(packed),
                                                       detail::addressing::packed, host_flat(out.data(), out.size()),
                                                       detail::addressing::indexed);
   Kokkos::fence();

@@ -25,10 +25,11 @@ class workspace {
   // A buffer of at least `bytes`, back in the pool when the lease dies.
   class lease {
    public:
-    lease(workspace* owner, buffer_type buffer) : owner_(owner), buffer_(std::move(buffer)) {}
+    lease(workspace* owner, buffer_type buffer, std::size_t bytes)
+        : owner_(owner), buffer_(std::move(buffer)), bytes_(bytes) {}
     lease(lease const&) = delete;
     lease& operator=(lease const&) = delete;
-    ~lease() { owner_->give_back(std::move(buffer_)); }
+    ~lease() { owner_->give_back(std::move(buffer_), bytes_); }
     // The buffer as n elements of T. Kokkos allocations are aligned for any T.
     template <class T>
     [[nodiscard]] Kokkos::View<T*, MemorySpace> as(std::size_t n) const {
@@ -38,25 +39,28 @@ class workspace {
    private:
     workspace* owner_;
     buffer_type buffer_;
+    std::size_t bytes_;  // asked for; the buffer may be larger
   };
 
   [[nodiscard]] std::shared_ptr<lease> acquire(std::size_t bytes) {
     std::lock_guard lock(mutex_);
-    buffer_type found;
+    // The smallest free buffer that fits, else a new one.
+    auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->extent(0) >= bytes) {
-        found = std::move(*it);
-        free_.erase(it);
-        break;
-      }
-    if (found.data() == nullptr)
+      if (it->extent(0) >= bytes && (best == free_.end() || it->extent(0) < best->extent(0))) best = it;
+    buffer_type found;
+    if (best != free_.end()) {
+      found = std::move(*best);
+      free_.erase(best);
+    } else {
       found = buffer_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::workspace"), bytes);
-    leased_ += found.extent(0);
+    }
+    leased_ += bytes;
     peak_leased_ = std::max(peak_leased_, leased_);
-    return std::make_shared<lease>(this, std::move(found));
+    return std::make_shared<lease>(this, std::move(found), bytes);
   }
 
-  // Bytes on lease now, and the most on lease at once since reset_peak().
+  // Bytes asked for by the leases alive now, and the most at once since reset_peak().
   [[nodiscard]] std::size_t leased_bytes() const {
     std::lock_guard lock(mutex_);
     return leased_;
@@ -94,9 +98,9 @@ class workspace {
   }
 
  private:
-  void give_back(buffer_type buffer) {
+  void give_back(buffer_type buffer, std::size_t bytes) {
     std::lock_guard lock(mutex_);
-    leased_ -= buffer.extent(0);
+    leased_ -= bytes;
     free_.push_back(std::move(buffer));
   }
   mutable std::mutex mutex_;

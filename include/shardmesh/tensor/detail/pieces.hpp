@@ -2,9 +2,9 @@
 // Pieces: the elements one rank's old shard gives another rank's new shard.
 // Shards are Cartesian products of per-dimension index sets, so a piece is a
 // box described by one list of local indices per dimension on each side.
-// The lists are built on the host from the shard geometry; one Kokkos kernel
-// then packs, unpacks or copies any set of pieces on the tensor's execution
-// space, for block and cyclic layouts alike.
+// The lists are built on the host from the shard geometry and uploaded once
+// (device_pieces); one Kokkos kernel then packs, unpacks or copies any set of
+// pieces on the tensor's execution space, for block and cyclic layouts alike.
 //
 // The kernel walks each piece row by row (a row: every dimension but the
 // last fixed), so the index lists are read once per row, not per element.
@@ -148,23 +148,45 @@ struct piece_set {
 // index lists (a shard) or one after another (a packed buffer).
 enum class addressing { indexed, packed };
 
+// A piece_set on the device, uploaded once and reused by every transfer.
+template <class MemorySpace>
+struct device_pieces {
+  Kokkos::View<piece*, MemorySpace> pieces;
+  Kokkos::View<std::size_t*, MemorySpace> src_indices;
+  Kokkos::View<std::size_t*, MemorySpace> dst_indices;
+  std::size_t rank = 0;
+  std::size_t total = 0;
+  std::size_t segments = 0;
+
+  device_pieces() = default;
+  explicit device_pieces(piece_set const& set)
+      : pieces(upload(set.pieces, "shardmesh::pieces")),
+        src_indices(upload(set.src_indices, "shardmesh::src_indices")),
+        dst_indices(upload(set.dst_indices, "shardmesh::dst_indices")),
+        rank(set.rank),
+        total(set.total),
+        segments(set.segments) {}
+
+ private:
+  template <class V>
+  static Kokkos::View<V*, MemorySpace> upload(std::vector<V> const& host, char const* label) {
+    Kokkos::View<V*, MemorySpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                                       host.size());
+    Kokkos::deep_copy(view, Kokkos::View<V const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(),
+                                                                                               host.size()));
+    return view;
+  }
+};
+
 // Copies every element of the pieces from src to dst on ExecutionSpace.
 template <class ExecutionSpace, class T, class MemorySpace>
-void transfer(piece_set const& set, Kokkos::View<T const*, MemorySpace> src, addressing src_mode,
+void transfer(device_pieces<MemorySpace> const& set, Kokkos::View<T const*, MemorySpace> src, addressing src_mode,
               Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
   if (set.total == 0) return;
-  auto const to_device = [](auto const& host, char const* label) {
-    using value = typename std::decay_t<decltype(host)>::value_type;
-    Kokkos::View<value*, MemorySpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                                           host.size());
-    Kokkos::deep_copy(view, Kokkos::View<value const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(),
-                                                                                                     host.size()));
-    return view;
-  };
-  auto const pieces = to_device(set.pieces, "shardmesh::pieces");
-  auto const src_indices = to_device(set.src_indices, "shardmesh::src_indices");
-  auto const dst_indices = to_device(set.dst_indices, "shardmesh::dst_indices");
-  std::size_t const npieces = set.pieces.size();
+  auto const pieces = set.pieces;
+  auto const src_indices = set.src_indices;
+  auto const dst_indices = set.dst_indices;
+  std::size_t const npieces = pieces.extent(0);
   std::size_t const last = set.rank - 1;
   bool const src_packed = src_mode == addressing::packed;
   bool const dst_packed = dst_mode == addressing::packed;

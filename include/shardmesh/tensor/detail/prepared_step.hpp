@@ -1,0 +1,183 @@
+#pragma once
+// What one plan step needs on one rank, worked out once per mesh shape,
+// rank, step and global extents, and cached: the pieces it packs, unpacks
+// or copies (uploaded to the device), the counts and offsets of its
+// collective, and whether it can send from or receive into the shards
+// directly. Repeated redistributions (a training loop) then only launch
+// kernels and collectives. All of it is a function of the cache key alone.
+
+#include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/algebra/plan_step.hpp"
+#include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/tensor/detail/pieces.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace shardmesh::detail {
+
+template <class MemorySpace>
+struct prepared_step {
+  plan_step step;
+  unsigned group_axes = 0;              // the axes of the collective's communicator
+  device_pieces<MemorySpace> own;       // slice, all-to-all: what stays on this rank
+  device_pieces<MemorySpace> sends;     // reduce-scatter: to every member; all-to-all: to the others
+  device_pieces<MemorySpace> receives;  // all-gather: from every member; all-to-all: from the others
+  std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;  // per group member
+  bool send_in_place = false;  // the input shard is the send buffer, at send_offsets
+  bool recv_in_place = false;  // the output shard is the receive buffer, at recv_offsets
+  bool equal_blocks = false;   // all-gather: every member sends as much
+  std::size_t peer = 0;        // permute: the rank this one exchanges with
+  bool keeps_data = false;     // to_partial: this rank keeps the values, the others hold the identity
+};
+
+// Where each member's block starts: in the shard at the pieces' offsets
+// there, when every piece is contiguous in it, or one after another.
+inline std::vector<std::size_t> member_offsets(piece_set const& set, std::vector<std::size_t> const& piece_of,
+                                               std::optional<std::vector<std::size_t>> const& in_shard) {
+  std::vector<std::size_t> offsets(piece_of.size(), 0);
+  for (std::size_t i = 0; i < piece_of.size(); ++i)
+    if (piece_of[i] != npos) offsets[i] = in_shard ? (*in_shard)[piece_of[i]] : set.pieces[piece_of[i]].start;
+  return offsets;
+}
+
+// Each piece's offset in the shard if every piece is contiguous there.
+inline std::optional<std::vector<std::size_t>> contiguous_offsets(piece_set const& set, bool source,
+                                                                  tensor_index const& extents) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < set.pieces.size(); ++i) {
+    auto const at = set.contiguous(i, source, extents);
+    if (!at) return std::nullopt;
+    out.push_back(*at);
+  }
+  return out;
+}
+
+// Whether every piece is contiguous in the shard and they follow one
+// another from offset 0 in order: then the shard itself is the packed buffer.
+inline bool in_order_contiguous(piece_set const& set, bool source, tensor_index const& extents) {
+  auto const at = contiguous_offsets(set, source, extents);
+  if (!at) return false;
+  for (std::size_t i = 0; i < set.pieces.size(); ++i)
+    if (set.pieces[i].count != 0 && (*at)[i] != set.pieces[i].start) return false;
+  return true;
+}
+
+template <class MemorySpace>
+prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan_step const& s,
+                                   tensor_index const& global) {
+  prepared_step<MemorySpace> p;
+  p.step = s;
+  p.group_axes = s.axes;
+  tensor_index const in_extents = local_extents(shape, s.before, global, me);
+  tensor_index const out_extents = local_extents(shape, s.after, global, me);
+  std::size_t const n = group_size(shape, s.axes);
+  auto const member = [&](std::size_t i) { return group_member(shape, s.axes, me, i); };
+  switch (s.kind) {
+    case step_kind::slice: {
+      piece_set own;
+      own.add(shape, s.before, me, s.after, me, global);
+      p.own = device_pieces<MemorySpace>(own);
+      break;
+    }
+    case step_kind::to_partial: p.keeps_data = group_position(shape, s.axes, me) == 0; break;
+    case step_kind::all_reduce: break;
+    case step_kind::permute: p.peer = permutation_source(shape, s, me); break;
+    case step_kind::all_gather: {
+      // Every member sends its whole shard; each lands in a box of ours.
+      piece_set from_members;
+      for (std::size_t i = 0; i < n; ++i)
+        p.recv_counts.push_back(from_members.add(shape, s.before, member(i), s.after, me, global));
+      p.recv_in_place = in_order_contiguous(from_members, false, out_extents);
+      p.equal_blocks = std::all_of(p.recv_counts.begin(), p.recv_counts.end(),
+                                   [&](std::size_t c) { return c == p.recv_counts[0]; });
+      p.receives = device_pieces<MemorySpace>(from_members);
+      break;
+    }
+    case step_kind::reduce_scatter: {
+      // Our shard holds every member's new shard; send them in member order.
+      piece_set to_members;
+      for (std::size_t i = 0; i < n; ++i)
+        p.send_counts.push_back(to_members.add(shape, s.before, me, s.after, member(i), global));
+      p.send_in_place = in_order_contiguous(to_members, true, in_extents);
+      p.sends = device_pieces<MemorySpace>(to_members);
+      break;
+    }
+    case step_kind::all_to_all:
+    case step_kind::all_to_all_v: {
+      // Each member takes from us what it needs and we hold for it; what we
+      // need from ourselves is copied locally.
+      piece_set sends, receives, own;
+      p.send_counts.assign(n, 0);
+      p.recv_counts.assign(n, 0);
+      std::vector<std::size_t> send_piece(n, npos), recv_piece(n, npos);  // member -> its piece
+      for (std::size_t i = 0; i < n; ++i) {
+        std::size_t const q = member(i);
+        if (q == me) continue;
+        if (holds_for(shape, s.before, me, q)) {
+          send_piece[i] = sends.pieces.size();
+          p.send_counts[i] = sends.add(shape, s.before, me, s.after, q, global);
+        }
+        if (holds_for(shape, s.before, q, me)) {
+          recv_piece[i] = receives.pieces.size();
+          p.recv_counts[i] = receives.add(shape, s.before, q, s.after, me, global);
+        }
+      }
+      own.add(shape, s.before, me, s.after, me, global);
+      auto const send_in_shard = contiguous_offsets(sends, true, in_extents);
+      auto const recv_in_shard = contiguous_offsets(receives, false, out_extents);
+      p.send_in_place = send_in_shard.has_value();
+      p.recv_in_place = recv_in_shard.has_value();
+      p.send_offsets = member_offsets(sends, send_piece, send_in_shard);
+      p.recv_offsets = member_offsets(receives, recv_piece, recv_in_shard);
+      if (s.kind == step_kind::all_to_all_v) p.group_axes = (1U << shape.ndim) - 1;
+      p.own = device_pieces<MemorySpace>(own);
+      p.sends = device_pieces<MemorySpace>(sends);
+      p.receives = device_pieces<MemorySpace>(receives);
+      break;
+    }
+  }
+  return p;
+}
+
+// The prepared step, from the cache or made now. The cache keeps the most
+// recent 256 and is emptied before Kokkos finalizes.
+template <class MemorySpace>
+std::shared_ptr<prepared_step<MemorySpace> const> prepared(mesh_shape const& shape, std::size_t me,
+                                                           plan_step const& s, tensor_index const& global) {
+  struct entry {
+    std::uint64_t key;
+    mesh_shape shape;
+    std::size_t rank;
+    plan_step step;
+    tensor_index global;
+    std::shared_ptr<prepared_step<MemorySpace> const> value;
+  };
+  static std::mutex mutex;
+  static std::vector<entry>* cache = [] {
+    auto* c = new std::vector<entry>;
+    Kokkos::push_finalize_hook([c] {
+      std::lock_guard lock(mutex);
+      c->clear();
+    });
+    return c;
+  }();
+  fnv1a key;
+  key.mix(hash(shape)).mix(me).mix(hash(s.before)).mix(hash(s.after)).mix(static_cast<std::uint64_t>(s.kind));
+  for (std::size_t extent : global) key.mix(extent);
+  std::lock_guard lock(mutex);
+  for (entry const& e : *cache)
+    if (e.key == key.value && e.rank == me && e.shape == shape && e.step == s && e.global == global) return e.value;
+  if (cache->size() == 256) cache->erase(cache->begin());
+  auto value = std::make_shared<prepared_step<MemorySpace> const>(prepare<MemorySpace>(shape, me, s, global));
+  cache->push_back({key.value, shape, me, s, global, value});
+  return value;
+}
+
+}  // namespace shardmesh::detail
