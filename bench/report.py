@@ -57,9 +57,9 @@ def gbps(bytes_, ms):
 
 
 def table(results):
-    rows = ["| mesh | transition | plan | size | shardmesh ms | hand-written ms | ratio | bytes / lower bound | "
+    rows = ["| mesh | transition | plan | size | shardmesh ms | hand-written ms | ratio | checked ms | bytes / lower bound | "
             "= prediction | GB/s | MPI ceiling GB/s | memcpy GB/s | peak extra / output shard | DTensor ms | DTensor / shardmesh |",
-            "|" + "---|" * 15]
+            "|" + "---|" * 16]
     for key in sorted(results, key=order):
         kind, mesh, transition, size = key
         r = results[key]
@@ -77,9 +77,10 @@ def table(results):
         ceiling = lambda impl: f"{gbps(basis, r[impl]['ms']):.2f}" if impl in r and r[impl]["ms"] > 0 else "-"
         extra = c.get("peak_extra_bytes", 0) / c["output_shard_bytes"] if c.get("output_shard_bytes") else 0
         dt = r.get("dtensor", {}).get("ms")
+        checked = r.get("checked", {}).get("ms")
         rows.append("| " + " | ".join([
             mesh, f"`{transition}`", kind, size, fmt_ms(ours["ms"]), fmt_ms(hand) if hand else "-",
-            f"{ours['ms'] / hand:.2f}" if hand else "-", bound, exact, f"{gbps(basis, ours['ms']):.2f}",
+            f"{ours['ms'] / hand:.2f}" if hand else "-", fmt_ms(checked) if checked else "-", bound, exact, f"{gbps(basis, ours['ms']):.2f}",
             ceiling("mpi") if moved else "-", ceiling("memcpy"), f"{extra:.2f}",
             fmt_ms(dt) if dt else "-", f"{dt / ours['ms']:.1f}" if dt else "-"]) + " |")
     return "\n".join(rows)

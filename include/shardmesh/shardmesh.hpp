@@ -29,4 +29,5 @@
 #include "shardmesh/tensor/dtensor.hpp"
 #include "shardmesh/tensor/gather.hpp"
 #include "shardmesh/tensor/redistribute.hpp"
+#include "shardmesh/tensor/redistributor.hpp"
 #include "shardmesh/tensor/workspace.hpp"

@@ -127,3 +127,28 @@ TEST_CASE("an output tensor that cannot take the result", "[tensor][errors]") {
   matrix same = x;
   fails_with([&] { redistribute(x, same); }, "shares its memory with the input");
 }
+
+TEST_CASE("a redistributor run on tensors it was not made for", "[tensor][errors]") {
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  layout const rows{shard("dp"), replicated};
+  layout const cols{replicated, shard("dp")};
+  tensor_index const global{2 * ranks, 2 * ranks};
+  tensor_index const wider{2 * ranks, 4 * ranks};
+  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  matrix y(mesh, cols, {global[0], global[1]}, shard_of(mesh, cols, global));
+  redistributor const to_cols(x, cols);
+  to_cols(x, y);  // what it was made for
+  matrix const wide(mesh, rows, {wider[0], wider[1]}, shard_of(mesh, rows, wider));
+  REQUIRE_THROWS_MATCHES(to_cols(wide, y), std::invalid_argument,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("S(dp),R -> R,S(dp): the input is f64[")));
+  matrix rows_too(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  REQUIRE_THROWS_MATCHES(to_cols(x, rows_too), std::invalid_argument,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("the output is f64[")));
+  matrix overlapping(mesh, cols, {global[0], global[1]},
+                     matrix::view_type(x.local().data(), y.local().extent(0), y.local().extent(1)));
+  if (x.local().size() > 0)
+    REQUIRE_THROWS_MATCHES(to_cols(x, overlapping), std::invalid_argument,
+                           Catch::Matchers::MessageMatches(ContainsSubstring("shares its memory with the input")));
+  all_ranks_continue();
+}

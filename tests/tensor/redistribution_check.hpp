@@ -4,7 +4,8 @@
 // global array, the result must equal the target's cut (reduced over its
 // partial axes), and the counters must show exactly the plan's collectives
 // and the bytes plan_traffic predicts for this rank. The same redistribution
-// into an existing tensor must write the same values into that tensor's View.
+// into an existing tensor, and by a redistributor (planned once, run twice),
+// must write the same values into that tensor's View.
 
 #include "../algebra/layout_enumeration.hpp"
 #include "mpi_test.hpp"
@@ -111,6 +112,18 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   REQUIRE(z.local().data() == out.data());
   auto const written = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, out);
   for (std::size_t i = 0; i < written.size(); ++i) REQUIRE(written.data()[i] == result.data()[i]);
+
+  // And run twice by a redistributor, blocking and not.
+  redistributor const again(x, to);
+  for (bool blocking : {true, false}) {
+    Kokkos::deep_copy(out, T(-7));
+    if (blocking)
+      again(x, z);
+    else
+      again.start(x, z).wait();
+    auto const rerun = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, out);
+    for (std::size_t i = 0; i < rerun.size(); ++i) REQUIRE(rerun.data()[i] == result.data()[i]);
+  }
 }
 
 // Extents of each kind: dividing evenly, unevenly, and smaller than the

@@ -30,6 +30,50 @@
 
 namespace shardmesh {
 
+namespace detail {
+
+// Why `into` cannot take x's redistribution on this rank, if it cannot.
+template <class T, std::size_t Rank, class MemorySpace>
+output_problem output_problem_of(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                 dynamic_dtensor<T, Rank, MemorySpace> const& into) {
+  if (&into.mesh() != &x.mesh()) return output_problem::other_mesh;
+  if (into.global_extents() != x.global_extents()) return output_problem::other_extents;
+  T const* a = x.local().data();
+  T const* b = into.local().data();
+  if (a < b + into.local().size() && b < a + x.local().size()) return output_problem::aliases_input;
+  return output_problem::none;
+}
+
+// Collective: checks that every rank asks for the same transition of x to
+// `to` (into `into`, if given) and that it is valid; throws the same
+// exception on every rank otherwise. One MPI_Allgather of a small record.
+template <class T, std::size_t Rank, class MemorySpace>
+void agree_on_transition(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
+                         dynamic_dtensor<T, Rank, MemorySpace> const* into) {
+  device_mesh const& mesh = x.mesh();
+  tensor_record mine{};
+  mine.what = fnv1a{}.mix(hash(x.layout())).mix(hash(to)).mix(sizeof(T)).mix(Rank).mix(into != nullptr).value;
+  tensor_index const expected = local_extents(mesh.shape(), x.bound(), x.global_extents(), mesh.rank());
+  for (std::size_t d = 0; d < Rank; ++d) {
+    mine.global[d] = x.global_extents()[d];
+    mine.local[d] = x.local().extent(d);
+    mine.expected[d] = expected[d];
+  }
+  if (into != nullptr) mine.output = static_cast<std::uint64_t>(output_problem_of(x, *into));
+  agree(mesh, "redistribute", x.notation(), Rank, mine);
+  std::string problem = x.layout_problem("redistribute", to);
+  if (problem.empty()) {
+    message const m = transition_error("redistribute", mesh.shape(), x.layout(), to);
+    if (!m.empty()) problem = tensor_name(element_name<T>(), Rank, x.global_extents()) + ": " + std::string(m.view());
+  }
+  if (!problem.empty()) throw invalid_layout_error(problem);
+}
+
+// Whether a redistribution runs agree_on_transition first, or its caller did.
+enum class agreement { check, done };
+
+}  // namespace detail
+
 // A redistribution in flight. test() advances it without blocking; wait()
 // and get() finish it. Steps run one after another; each step's collective
 // is non-blocking, so work between test() calls overlaps with it. Every
@@ -48,14 +92,14 @@ class redistribution {
   // (its layout is `to`). With completion::immediate every step runs to its
   // end inside the constructor, on MPI's blocking collectives.
   redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr,
-                 completion when = completion::deferred)
+                 completion when = completion::deferred, detail::agreement checked = detail::agreement::check)
       : mesh_(&x.mesh()),
         to_(to),
         global_(x.global_extents()),
         when_(when),
         source_(x.local()),
         current_(flatten(x.local())) {
-    validate(x, to, into);
+    if (checked == detail::agreement::check) detail::agree_on_transition(x, to, into);
     plan_ = mesh_->plan(x.bound(), bind(mesh_->shape(), to));
     if (into != nullptr) result_ = into->local();
     writes_into_ = into != nullptr;
@@ -96,42 +140,6 @@ class redistribution {
 
  private:
   using execution_space = typename Result::memory_space::execution_space;
-
-  void validate(dynamic const& x, layout const& to, dynamic const* into) const {
-    // Agree first, so that every rank checks the same transition.
-    detail::tensor_record mine{};
-    mine.what = detail::fnv1a{}
-                    .mix(detail::hash(x.layout()))
-                    .mix(detail::hash(to))
-                    .mix(sizeof(value_type))
-                    .mix(Result::rank)
-                    .mix(into != nullptr)
-                    .value;
-    tensor_index const expected = local_extents(mesh_->shape(), x.bound(), x.global_extents(), mesh_->rank());
-    for (std::size_t d = 0; d < Result::rank; ++d) {
-      mine.global[d] = x.global_extents()[d];
-      mine.local[d] = x.local().extent(d);
-      mine.expected[d] = expected[d];
-    }
-    if (into != nullptr) mine.output = static_cast<std::uint64_t>(output_problem(x, *into));
-    detail::agree(*mesh_, "redistribute", x.notation(), Result::rank, mine);
-    std::string problem = x.layout_problem("redistribute", to);
-    if (problem.empty()) {
-      message const m = transition_error("redistribute", mesh_->shape(), x.layout(), to);
-      if (!m.empty()) problem = detail::tensor_name(element_name<value_type>(), Result::rank, x.global_extents()) +
-                                ": " + std::string(m.view());
-    }
-    if (!problem.empty()) throw invalid_layout_error(problem);
-  }
-
-  static detail::output_problem output_problem(dynamic const& x, dynamic const& into) {
-    if (&into.mesh() != &x.mesh()) return detail::output_problem::other_mesh;
-    if (into.global_extents() != x.global_extents()) return detail::output_problem::other_extents;
-    auto const* a = x.local().data();
-    auto const* b = into.local().data();
-    if (a < b + into.local().size() && b < a + x.local().size()) return detail::output_problem::aliases_input;
-    return detail::output_problem::none;
-  }
 
   void start_next() {
     while (next_ < plan_.size()) {

@@ -205,15 +205,18 @@ void transfer(device_pieces<MemorySpace> const& set, Kokkos::View<T const*, Memo
           if (pieces(mid).first_segment <= segment) lo = mid; else hi = mid;
         }
         piece const& p = pieces(lo);
-        std::size_t const row = (segment - p.first_segment) / p.segments_per_row;
-        std::size_t const begin = (segment - p.first_segment) % p.segments_per_row * segment_length;
+        // Integer division is slow next to copying a short row: skip it
+        // where rows are one segment, and for the outermost dimension.
+        std::size_t const local = segment - p.first_segment;
+        std::size_t const row = p.segments_per_row == 1 ? local : local / p.segments_per_row;
+        std::size_t const begin = (local - row * p.segments_per_row) * segment_length;
         std::size_t const end = begin + segment_length < p.box[last] ? begin + segment_length : p.box[last];
         // Offsets of the row's first element, then its elements along the last dimension.
         std::size_t src_row = 0;
         std::size_t dst_row = 0;
         for (std::size_t d = last, k = row; d-- > 0;) {
-          std::size_t const i = k % p.box[d];
-          k /= p.box[d];
+          std::size_t const i = d == 0 ? k : k % p.box[d];
+          if (d != 0) k /= p.box[d];
           src_row += src_indices(p.src_list[d] + i) * p.src_stride[d];
           dst_row += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
         }
