@@ -6,7 +6,7 @@
 //   hand_written  the same transfer by hand (pack loops, raw MPI, unpack)
 //   mpi           the hand-written transfer's collectives alone: MPI's ceiling
 //   memcpy        one rank copying the bytes a rank receives: memory's ceiling
-// Benchmark names are kind/mesh/from->to/size/implementation; the counters
+// Benchmark names are kind/mesh/from->to/size/implementation[/round:k]; the counters
 // carry what the report needs (bytes against prediction and lower bound,
 // peak extra memory, the baseline's time per phase). Cases whose mesh does
 // not have this run's number of ranks are skipped, so run on 4 and 8 ranks.
@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -232,31 +233,50 @@ void run_memcpy(benchmark::State& state, instance const& t) {
   set_bytes(state, bytes);
 }
 
+// A fixed number of iterations per repetition, fewer for larger sizes: each
+// repetition then sets up its case once (Google Benchmark's own estimate of
+// the count would set it up several times) and takes about as long at every size.
+std::int64_t iterations_for(std::size_t bytes) {
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>((std::size_t{256} << 20) / bytes), 4, 200);
+}
+
+// Rounds of every case: SHARDMESH_BENCH_ROUNDS (default 1). Each round runs
+// all implementations of a case and size one after another, so that the
+// ratios compare measurements taken close together on a noisy machine
+// (Google Benchmark's repetitions would run all of one implementation first).
+std::size_t rounds() {
+  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
+  return value != nullptr && std::atoi(value) > 0 ? static_cast<std::size_t>(std::atoi(value)) : 1;
+}
+
 void register_all() {
   std::size_t const ranks = world_size();
   static std::vector<transition_case> const cases = transition_cases();
   for (transition_case const& c : cases) {
     if (c.mesh.size() != ranks) continue;
-    for (std::size_t n : edges) {
-      std::size_t const bytes = n * n * sizeof(float);
-      std::string const name = c.kind + "/" + mesh_label(c.mesh) + "/" + std::string(to_string(c.from).view()) + "->" +
-                               std::string(to_string(c.to).view()) + "/" + size_label(bytes) + "/";
-      auto const add = [&](std::string const& impl, auto run) {
-        benchmark::RegisterBenchmark(name + impl,
-                                     [&c, n, run](benchmark::State& state) {
-                                       instance const t(c, n);
-                                       run(state, t);
-                                       state.counters["global_bytes"] = static_cast<double>(n * n * sizeof(float));
-                                     })
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
-      };
-      add("shardmesh", [](benchmark::State& s, instance const& t) { run_shardmesh(s, t, false); });
-      add("checked", [](benchmark::State& s, instance const& t) { run_shardmesh(s, t, true); });
-      add("hand_written", [](benchmark::State& s, instance const& t) { run_hand_written(s, t, false); });
-      add("mpi", [](benchmark::State& s, instance const& t) { run_hand_written(s, t, true); });
-      add("memcpy", run_memcpy);
-    }
+    for (std::size_t n : edges)
+      for (std::size_t round = 0; round < rounds(); ++round) {
+        std::size_t const bytes = n * n * sizeof(float);
+        std::string const name = c.kind + "/" + mesh_label(c.mesh) + "/" + std::string(to_string(c.from).view()) +
+                                 "->" + std::string(to_string(c.to).view()) + "/" + size_label(bytes) + "/";
+        std::string const suffix = rounds() > 1 ? "/round:" + std::to_string(round) : "";
+        auto const add = [&](std::string const& impl, auto run) {
+          benchmark::RegisterBenchmark(name + impl + suffix,
+                                       [&c, n, run](benchmark::State& state) {
+                                         instance const t(c, n);
+                                         run(state, t);
+                                         state.counters["global_bytes"] = static_cast<double>(n * n * sizeof(float));
+                                       })
+              ->UseManualTime()
+              ->Iterations(iterations_for(bytes))
+              ->Unit(benchmark::kMillisecond);
+        };
+        add("shardmesh", [](benchmark::State& s, instance const& t) { run_shardmesh(s, t, false); });
+        add("checked", [](benchmark::State& s, instance const& t) { run_shardmesh(s, t, true); });
+        add("hand_written", [](benchmark::State& s, instance const& t) { run_hand_written(s, t, false); });
+        add("mpi", [](benchmark::State& s, instance const& t) { run_hand_written(s, t, true); });
+        add("memcpy", run_memcpy);
+      }
   }
 }
 

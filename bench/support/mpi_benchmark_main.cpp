@@ -25,13 +25,17 @@ class silent_reporter : public benchmark::BenchmarkReporter {
   void ReportRuns(std::vector<Run> const&) override {}
 };
 
-// The console reporter, remembering whether a benchmark failed (a check
-// inside it called SkipWithError), so that the run's exit status shows it.
+// The console reporter, flushing after every benchmark and remembering
+// whether one failed (a check inside it called SkipWithError), so that the
+// run's exit status shows it.
 class checking_reporter : public benchmark::ConsoleReporter {
  public:
+  // No colour: under mpirun every rank's output looks like a terminal, even when piped.
+  checking_reporter() : ConsoleReporter(OO_None) {}
   void ReportRuns(std::vector<Run> const& runs) override {
     for (Run const& run : runs) failed = failed || run.skipped == benchmark::internal::SkippedWithError;
     ConsoleReporter::ReportRuns(runs);
+    GetOutputStream().flush();  // progress, also when piped
   }
   bool failed = false;
 };
@@ -52,6 +56,9 @@ int main(int argc, char* argv[]) {
       argc = static_cast<int>(std::remove_if(argv + 1, argv + argc, [](char const* arg) {
                                 return std::string_view(arg).starts_with("--benchmark_out");
                               }) - argv);
+    bool const listing = std::any_of(argv + 1, argv + argc, [](char const* arg) {
+      return std::string_view(arg).starts_with("--benchmark_list_tests");
+    });
     for (auto const registration : shardmesh::bench::deferred_registrations()) registration();
     benchmark::Initialize(&argc, argv);
     benchmark::AddCustomContext("shardmesh_runtime", shardmesh::to_string(shardmesh::query_runtime_info()));
@@ -60,7 +67,7 @@ int main(int argc, char* argv[]) {
       checking_reporter display;
       benchmark::RunSpecifiedBenchmarks(&display);
       status = display.failed ? 1 : 0;
-    } else {
+    } else if (!listing) {  // when listing, only rank 0 prints and nothing runs
       silent_reporter display;
       benchmark::RunSpecifiedBenchmarks(&display);
     }
