@@ -227,20 +227,23 @@ void transfer(device_pieces<MemorySpace> const& set, Kokkos::View<T const*, Memo
         std::size_t const src_step = src_packed ? 1 : p.src_step;
         std::size_t const dst_first = dst_packed ? 0 : p.dst_first;
         std::size_t const dst_step = dst_packed ? 1 : p.dst_step;
+        // Raw pointers to the row: through the Views, every store could alias
+        // the View handles and the compiler would reload them per element.
+        T const* const from = src.data() + src_row;
+        T* const to = dst.data() + dst_row;
         if (src_step == 1 && dst_step == 1 && (p.even || (src_packed && dst_packed))) {  // the common case
-          std::size_t const from = src_row + src_first;
-          std::size_t const to = dst_row + dst_first;
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end),
-                               [&](std::size_t j) { dst(to + j) = src(from + j); });
+          T const* const s = from + src_first;
+          T* const t = to + dst_first;
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) { t[j] = s[j]; });
         } else if (p.even || (src_packed && dst_packed)) {
           Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
-            dst(dst_row + dst_first + j * dst_step) = src(src_row + src_first + j * src_step);
+            to[dst_first + j * dst_step] = from[src_first + j * src_step];
           });
         } else {
+          std::size_t const* const src_list = src_indices.data() + p.src_list[last];
+          std::size_t const* const dst_list = dst_indices.data() + p.dst_list[last];
           Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
-            std::size_t const s = src_packed ? j : src_indices(p.src_list[last] + j);
-            std::size_t const t = dst_packed ? j : dst_indices(p.dst_list[last] + j);
-            dst(dst_row + t) = src(src_row + s);
+            to[dst_packed ? j : dst_list[j]] = from[src_packed ? j : src_list[j]];
           });
         }
       });
