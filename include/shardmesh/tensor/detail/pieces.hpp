@@ -10,8 +10,9 @@
 // last fixed), so the index lists are read once per row, not per element.
 // Along a row both sides step evenly unless a block-cyclic layout breaks it,
 // and the copy is then a plain strided loop. Rows are cut into segments of
-// at most segment_length elements, one per team, so that long rows (and
-// vectors, which are one row) still spread over every thread.
+// at most segment_length elements, the kernel's unit of parallel work, so
+// that long rows (and vectors, which are one row) still spread over every
+// thread.
 
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
@@ -21,6 +22,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace shardmesh::detail {
@@ -178,75 +180,111 @@ struct device_pieces {
   }
 };
 
+// Copies one segment (part of a row of one piece): finds its piece and the
+// offsets of its row, then hands each element copy to `loop(begin, end, f)`,
+// which calls f(j) for j in [begin, end): a plain loop on the host, the
+// team's vector lanes on a device.
+template <class T, class MemorySpace>
+struct segment_copy {
+  Kokkos::View<piece const*, MemorySpace> pieces;
+  Kokkos::View<std::size_t const*, MemorySpace> src_indices;
+  Kokkos::View<std::size_t const*, MemorySpace> dst_indices;
+  Kokkos::View<T const*, MemorySpace> src;
+  Kokkos::View<T*, MemorySpace> dst;
+  std::size_t last;  // the last dimension
+  bool src_packed;
+  bool dst_packed;
+
+  template <class Loop>
+  KOKKOS_FUNCTION void operator()(std::size_t segment, Loop const& loop) const {
+    // The last piece whose first segment is at or before this one holds it
+    // (an empty piece starts where the next one does, so it is never the last).
+    std::size_t lo = 0;
+    std::size_t hi = pieces.extent(0);
+    while (hi - lo > 1) {
+      std::size_t const mid = (lo + hi) / 2;
+      if (pieces(mid).first_segment <= segment) lo = mid; else hi = mid;
+    }
+    piece const& p = pieces(lo);
+    // Integer division is slow next to copying a short row: skip it where
+    // rows are one segment, and for the outermost dimension.
+    std::size_t const local = segment - p.first_segment;
+    std::size_t const row = p.segments_per_row == 1 ? local : local / p.segments_per_row;
+    std::size_t const begin = (local - row * p.segments_per_row) * segment_length;
+    std::size_t const end = begin + segment_length < p.box[last] ? begin + segment_length : p.box[last];
+    // Offsets of the row's first element, then its elements along the last dimension.
+    std::size_t src_row = 0;
+    std::size_t dst_row = 0;
+    for (std::size_t d = last, k = row; d-- > 0;) {
+      std::size_t const i = d == 0 ? k : k % p.box[d];
+      if (d != 0) k /= p.box[d];
+      src_row += src_indices(p.src_list[d] + i) * p.src_stride[d];
+      dst_row += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
+    }
+    std::size_t const packed_row = p.start + row * p.box[last];
+    if (src_packed) src_row = packed_row;
+    if (dst_packed) dst_row = packed_row;
+    std::size_t const src_first = src_packed ? 0 : p.src_first;
+    std::size_t const src_step = src_packed ? 1 : p.src_step;
+    std::size_t const dst_first = dst_packed ? 0 : p.dst_first;
+    std::size_t const dst_step = dst_packed ? 1 : p.dst_step;
+    // Raw pointers to the row: through the Views, every store could alias
+    // the View handles and the compiler would reload them per element.
+    T const* const from = src.data() + src_row;
+    T* const to = dst.data() + dst_row;
+    if (src_step == 1 && dst_step == 1 && (p.even || (src_packed && dst_packed))) {  // the common case
+      T const* const s = from + src_first;
+      T* const t = to + dst_first;
+      loop(begin, end, [&](std::size_t j) { t[j] = s[j]; });
+    } else if (p.even || (src_packed && dst_packed)) {
+      loop(begin, end, [&](std::size_t j) { to[dst_first + j * dst_step] = from[src_first + j * src_step]; });
+    } else {
+      std::size_t const* const src_list = src_indices.data() + p.src_list[last];
+      std::size_t const* const dst_list = dst_indices.data() + p.dst_list[last];
+      loop(begin, end, [&](std::size_t j) { to[dst_packed ? j : dst_list[j]] = from[src_packed ? j : src_list[j]]; });
+    }
+  }
+};
+
+// Copies every element of the pieces from src to dst on ExecutionSpace, one
+// segment per iteration of a range: a plain loop, for host spaces, where a
+// team per segment costs more than copying a short row.
+template <class ExecutionSpace, class T, class MemorySpace>
+void transfer_in_ranges(segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
+  Kokkos::parallel_for(
+      "shardmesh::transfer_pieces", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(0, segments),
+      KOKKOS_LAMBDA(std::size_t segment) {
+        copy(segment, [](std::size_t begin, std::size_t end, auto const& f) {
+          for (std::size_t j = begin; j < end; ++j) f(j);
+        });
+      });
+}
+
+// The same with a team per segment, its elements over the team's vector
+// lanes: for devices.
+template <class ExecutionSpace, class T, class MemorySpace>
+void transfer_in_teams(segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
+  using team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  Kokkos::parallel_for(
+      "shardmesh::transfer_pieces", Kokkos::TeamPolicy<ExecutionSpace>(static_cast<int>(segments), Kokkos::AUTO),
+      KOKKOS_LAMBDA(team const& member) {
+        copy(static_cast<std::size_t>(member.league_rank()), [&](std::size_t begin, std::size_t end, auto const& f) {
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), f);
+        });
+      });
+}
+
 // Copies every element of the pieces from src to dst on ExecutionSpace.
 template <class ExecutionSpace, class T, class MemorySpace>
 void transfer(device_pieces<MemorySpace> const& set, Kokkos::View<T const*, MemorySpace> src, addressing src_mode,
               Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
   if (set.total == 0) return;
-  auto const pieces = set.pieces;
-  auto const src_indices = set.src_indices;
-  auto const dst_indices = set.dst_indices;
-  std::size_t const npieces = pieces.extent(0);
-  std::size_t const last = set.rank - 1;
-  bool const src_packed = src_mode == addressing::packed;
-  bool const dst_packed = dst_mode == addressing::packed;
-  using team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  Kokkos::parallel_for(
-      "shardmesh::transfer_pieces", Kokkos::TeamPolicy<ExecutionSpace>(static_cast<int>(set.segments), Kokkos::AUTO),
-      KOKKOS_LAMBDA(team const& member) {
-        auto const segment = static_cast<std::size_t>(member.league_rank());
-        // The last piece whose first segment is at or before this one holds
-        // it (an empty piece starts where the next one does, so it is never
-        // the last).
-        std::size_t lo = 0;
-        std::size_t hi = npieces;
-        while (hi - lo > 1) {
-          std::size_t const mid = (lo + hi) / 2;
-          if (pieces(mid).first_segment <= segment) lo = mid; else hi = mid;
-        }
-        piece const& p = pieces(lo);
-        // Integer division is slow next to copying a short row: skip it
-        // where rows are one segment, and for the outermost dimension.
-        std::size_t const local = segment - p.first_segment;
-        std::size_t const row = p.segments_per_row == 1 ? local : local / p.segments_per_row;
-        std::size_t const begin = (local - row * p.segments_per_row) * segment_length;
-        std::size_t const end = begin + segment_length < p.box[last] ? begin + segment_length : p.box[last];
-        // Offsets of the row's first element, then its elements along the last dimension.
-        std::size_t src_row = 0;
-        std::size_t dst_row = 0;
-        for (std::size_t d = last, k = row; d-- > 0;) {
-          std::size_t const i = d == 0 ? k : k % p.box[d];
-          if (d != 0) k /= p.box[d];
-          src_row += src_indices(p.src_list[d] + i) * p.src_stride[d];
-          dst_row += dst_indices(p.dst_list[d] + i) * p.dst_stride[d];
-        }
-        std::size_t const packed_row = p.start + row * p.box[last];
-        if (src_packed) src_row = packed_row;
-        if (dst_packed) dst_row = packed_row;
-        std::size_t const src_first = src_packed ? 0 : p.src_first;
-        std::size_t const src_step = src_packed ? 1 : p.src_step;
-        std::size_t const dst_first = dst_packed ? 0 : p.dst_first;
-        std::size_t const dst_step = dst_packed ? 1 : p.dst_step;
-        // Raw pointers to the row: through the Views, every store could alias
-        // the View handles and the compiler would reload them per element.
-        T const* const from = src.data() + src_row;
-        T* const to = dst.data() + dst_row;
-        if (src_step == 1 && dst_step == 1 && (p.even || (src_packed && dst_packed))) {  // the common case
-          T const* const s = from + src_first;
-          T* const t = to + dst_first;
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) { t[j] = s[j]; });
-        } else if (p.even || (src_packed && dst_packed)) {
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
-            to[dst_first + j * dst_step] = from[src_first + j * src_step];
-          });
-        } else {
-          std::size_t const* const src_list = src_indices.data() + p.src_list[last];
-          std::size_t const* const dst_list = dst_indices.data() + p.dst_list[last];
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), [&](std::size_t j) {
-            to[dst_packed ? j : dst_list[j]] = from[src_packed ? j : src_list[j]];
-          });
-        }
-      });
+  segment_copy<T, MemorySpace> const copy{set.pieces, set.src_indices, set.dst_indices, src, dst, set.rank - 1,
+                                          src_mode == addressing::packed, dst_mode == addressing::packed};
+  if constexpr (std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>)
+    transfer_in_ranges<ExecutionSpace>(copy, set.segments);
+  else
+    transfer_in_teams<ExecutionSpace>(copy, set.segments);
 }
 
 }  // namespace shardmesh::detail

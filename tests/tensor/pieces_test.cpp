@@ -1,0 +1,119 @@
+// The pack kernel against a serial walk of the same index lists: for every
+// pair of layouts of small matrices (block and cyclic) on meshes of 4, every
+// pair of ranks, and each way of addressing the two sides, both kernel forms
+// (a range of segments, used on the host; a team per segment, used on
+// devices) must copy every element where the lists say. Long rows cut into
+// several segments are included.
+#include "../algebra/layout_enumeration.hpp"
+#include "mpi_test.hpp"
+
+#include <shardmesh/tensor/detail/pieces.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <numeric>
+#include <vector>
+
+using namespace shardmesh;
+using namespace shardmesh::detail;
+
+namespace {
+
+using space = Kokkos::DefaultExecutionSpace;
+using view = Kokkos::View<double*, space::memory_space>;
+
+// dst after copying the pieces from src, walked on the host.
+std::vector<double> serial_transfer(piece_set const& set, std::vector<double> const& src, addressing src_mode,
+                                    std::vector<double> dst, addressing dst_mode) {
+  for (piece const& p : set.pieces) {
+    for (std::size_t e = 0; e < p.count; ++e) {
+      std::size_t src_offset = 0;
+      std::size_t dst_offset = 0;
+      for (std::size_t d = set.rank, k = e; d-- > 0;) {
+        std::size_t const i = k % p.box[d];
+        k /= p.box[d];
+        src_offset += set.src_indices[p.src_list[d] + i] * p.src_stride[d];
+        dst_offset += set.dst_indices[p.dst_list[d] + i] * p.dst_stride[d];
+      }
+      dst[dst_mode == addressing::packed ? p.start + e : dst_offset] =
+          src[src_mode == addressing::packed ? p.start + e : src_offset];
+    }
+  }
+  return dst;
+}
+
+std::vector<double> on_host(view v) {
+  auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, v);
+  return {h.data(), h.data() + h.size()};
+}
+
+view on_device(std::vector<double> const& v) {
+  view out("v", v.size());
+  Kokkos::deep_copy(out, Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
+  return out;
+}
+
+// Both kernels on the pieces `from` rank q sends `to` rank r, in every addressing.
+std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const& to, tensor_index const& global) {
+  bound_layout const before = bind(mesh, from);
+  bound_layout const after = bind(mesh, to);
+  std::size_t checked = 0;
+  for (std::size_t q = 0; q < mesh.size(); ++q) {
+    piece_set set;  // rank q's pieces for every rank, one after another
+    for (std::size_t r = 0; r < mesh.size(); ++r) set.add(mesh, before, q, after, r, global);
+    if (set.total == 0) continue;
+    device_pieces<space::memory_space> const uploaded(set);
+    std::size_t const src_size = local_size(mesh, before, global, q);
+    for (std::size_t r = 0; r < mesh.size(); ++r) {
+      piece_set one;  // rank q's pieces for rank r alone, to unpack into r's shard
+      one.add(mesh, before, q, after, r, global);
+      if (one.total == 0) continue;
+      device_pieces<space::memory_space> const unpack(one);
+      std::vector<double> packed(one.total);
+      std::iota(packed.begin(), packed.end(), 1.0);
+      std::vector<double> const shard(local_size(mesh, after, global, r), -1.0);
+      auto const expected = serial_transfer(one, packed, addressing::packed, shard, addressing::indexed);
+      for (bool teams : {false, true}) {
+        view const out = on_device(shard);
+        segment_copy<double, space::memory_space> const copy{unpack.pieces, unpack.src_indices, unpack.dst_indices,
+                                                             view(on_device(packed)), out, one.rank - 1, true, false};
+        if (teams) transfer_in_teams<space>(copy, unpack.segments); else transfer_in_ranges<space>(copy, unpack.segments);
+        REQUIRE(on_host(out) == expected);
+      }
+    }
+    std::vector<double> source(src_size);
+    std::iota(source.begin(), source.end(), 1.0);
+    auto const expected = serial_transfer(set, source, addressing::indexed, std::vector<double>(set.total, -1.0),
+                                          addressing::packed);
+    for (bool teams : {false, true}) {
+      view const out = on_device(std::vector<double>(set.total, -1.0));
+      segment_copy<double, space::memory_space> const copy{uploaded.pieces, uploaded.src_indices, uploaded.dst_indices,
+                                                           view(on_device(source)), out, set.rank - 1, false, true};
+      if (teams) transfer_in_teams<space>(copy, uploaded.segments); else transfer_in_ranges<space>(copy, uploaded.segments);
+      REQUIRE(on_host(out) == expected);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tensor][pieces]") {
+  std::size_t checked = 0;
+  for (mesh_shape const& mesh : {mesh_shape{{"a", 4}}, mesh_shape{{"a", 2}, {"b", 2}}}) {
+    auto const layouts = test::all_layouts(mesh, 2, {.partial = {}, .cyclic = {1, 3}});
+    for (layout const& from : layouts)
+      for (layout const& to : layouts)
+        for (tensor_index const& global : {tensor_index{6, 10}, tensor_index{7, 5}}) {
+          INFO(to_string(from).view() << " -> " << to_string(to).view());
+          checked += check_pair(mesh, from, to, global);
+        }
+    // Rows longer than a segment.
+    layout const rows{shard("a"), replicated};
+    layout const cols{replicated, cyclic(3, "a")};
+    checked += check_pair(mesh, rows, cols, tensor_index{3, 2 * segment_length + 5});
+    checked += check_pair(mesh, cols, rows, tensor_index{3, 2 * segment_length + 5});
+  }
+  CHECK(checked > 0);
+}
