@@ -5,7 +5,8 @@
 
 Spawns --ranks processes on the gloo backend (CPU), runs every case of
 bench/transition_cases.hpp whose mesh has that many devices (DTensor has no
-block-cyclic placement, so all_to_all_v is left out) and writes Google
+block-cyclic placement and refuses to redistribute to Partial, so
+all_to_all_v and to_partial are left out) and writes Google
 Benchmark-style JSON that bench/report.py merges: one entry per repetition,
 named like bench_transitions' with the implementation "dtensor", its time
 the mean over the repetition's redistributions of the slowest rank.

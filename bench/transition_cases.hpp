@@ -31,6 +31,36 @@ struct transition_case {
   hand_written (*by_hand)(transfer_setup const&);
 };
 
+// All-to-all within the group of ranks of this color (members ordered by
+// key): member q gets the q-th block of h rows of my h*members x w shard, which
+// lies contiguously, and member q's block lands at columns q*w of my h x
+// members*w output.
+inline hand_written rows_within_group(transfer_setup const& s, int color, int key, std::size_t members, std::size_t h,
+                                      std::size_t w) {
+  hand_written t;
+  MPI_Comm const group = t.split(color, key);
+  buffer const recv = t.scratch(h * w * members);
+  t.collective([=] { MPI_Alltoall(s.in.data(), count(h * w), MPI_FLOAT, recv.data(), count(h * w), MPI_FLOAT, group); });
+  place_blocks(t, recv, s.out, members, h, w, [=](std::size_t q) { return std::pair{std::size_t{0}, q * w}; });
+  return t;
+}
+
+// Reduce-scatter over the group of ranks of this color (members ordered by
+// key) into an h x w block, then all-gather every rank's block and unpack
+// rank r's to origin(r).
+template <class Origin>
+hand_written reduce_then_gather(transfer_setup const& s, int color, int key, std::size_t ranks, std::size_t h,
+                                std::size_t w, Origin origin) {
+  hand_written t;
+  MPI_Comm const group = t.split(color, key);
+  buffer const mine = t.scratch(h * w);
+  buffer const recv = t.scratch(s.n * s.n);
+  t.collective([=] { MPI_Reduce_scatter_block(s.in.data(), mine.data(), count(h * w), MPI_FLOAT, MPI_SUM, group); });
+  t.collective([=] { MPI_Allgather(mine.data(), count(h * w), MPI_FLOAT, recv.data(), count(h * w), MPI_FLOAT, MPI_COMM_WORLD); });
+  place_blocks(t, recv, s.out, ranks, h, w, origin);
+  return t;
+}
+
 inline std::vector<transition_case> transition_cases() {
   mesh_shape const line{{"x", 4}};
   mesh_shape const square{{"a", 2}, {"b", 2}};
@@ -90,6 +120,22 @@ inline std::vector<transition_case> transition_cases() {
                              }});
          return t;
        }},
+      {"to_partial", line, R, R.partial(reduce_op::sum, "x"),
+       [](transfer_setup const& s) {
+         // Rank 0 keeps the values, the others hold the sum's identity.
+         hand_written t;
+         matrix const in = s.in;
+         matrix const out = s.out;
+         bool const keeps = s.me[0] == 0;
+         t.phases.push_back({phase::kind::pack, [=] {
+                               if (keeps)
+                                 Kokkos::deep_copy(out, in);
+                               else
+                                 Kokkos::deep_copy(out, 0.0F);
+                               Kokkos::fence();
+                             }});
+         return t;
+       }},
       {"all_to_all_v", line, {shard("x"), replicated}, {cyclic(1, "x"), replicated},
        [](transfer_setup const& s) {
          // Row r*b + k*4 + q goes to rank q, as its local row r*b/4 + k.
@@ -123,27 +169,13 @@ inline std::vector<transition_case> transition_cases() {
        }},
       {"all_to_all", square, {shard("a"), shard("b")}, {shard("a", "b"), replicated},
        [](transfer_setup const& s) {
-         // Within each row of the mesh: my rows' quarter q goes to b = q.
-         hand_written t;
-         MPI_Comm const group = t.split(static_cast<int>(s.me[0]), static_cast<int>(s.me[1]));
-         std::size_t const h = s.n / 4;
-         std::size_t const w = s.n / 2;
-         buffer const recv = t.scratch(h * s.n);
-         t.collective([=] { MPI_Alltoall(s.in.data(), count(h * w), MPI_FLOAT, recv.data(), count(h * w), MPI_FLOAT, group); });
-         place_blocks(t, recv, s.out, 2, h, w, [=](std::size_t q) { return std::pair{std::size_t{0}, q * w}; });
-         return t;
+         return rows_within_group(s, static_cast<int>(s.me[0]), static_cast<int>(s.me[1]), 2, s.n / 4, s.n / 2);
        }},
       {"reduce_scatter+all_gather", square, layout{replicated, shard("b")}.partial(reduce_op::sum, "a"), R,
        [](transfer_setup const& s) {
-         hand_written t;
-         MPI_Comm const group = t.split(static_cast<int>(s.me[1]), static_cast<int>(s.me[0]));
          std::size_t const h = s.n / 2;
-         buffer const mine = t.scratch(h * h);
-         buffer const recv = t.scratch(s.n * s.n);
-         t.collective([=] { MPI_Reduce_scatter_block(s.in.data(), mine.data(), count(h * h), MPI_FLOAT, MPI_SUM, group); });
-         t.collective([=] { MPI_Allgather(mine.data(), count(h * h), MPI_FLOAT, recv.data(), count(h * h), MPI_FLOAT, MPI_COMM_WORLD); });
-         place_blocks(t, recv, s.out, 4, h, h, [=](std::size_t q) { return std::pair{q / 2 * h, q % 2 * h}; });
-         return t;
+         return reduce_then_gather(s, static_cast<int>(s.me[1]), static_cast<int>(s.me[0]), 4, h, h,
+                                   [=](std::size_t q) { return std::pair{q / 2 * h, q % 2 * h}; });
        }},
       {"reduce_scatter+all_to_all", square, layout{shard("a"), replicated}.partial(reduce_op::sum, "b"),
        {replicated, shard("a", "b")},
@@ -168,28 +200,16 @@ inline std::vector<transition_case> transition_cases() {
        }},
       {"all_to_all", cube, {shard("a"), shard("b", "c")}, {shard("a", "b", "c"), replicated},
        [](transfer_setup const& s) {
-         hand_written t;
-         MPI_Comm const group = t.split(static_cast<int>(s.me[0]), static_cast<int>(s.me[1] * 2 + s.me[2]));
-         std::size_t const h = s.n / 8;
-         std::size_t const w = s.n / 4;
-         buffer const recv = t.scratch(h * s.n);
-         t.collective([=] { MPI_Alltoall(s.in.data(), count(h * w), MPI_FLOAT, recv.data(), count(h * w), MPI_FLOAT, group); });
-         place_blocks(t, recv, s.out, 4, h, w, [=](std::size_t q) { return std::pair{std::size_t{0}, q * w}; });
-         return t;
+         return rows_within_group(s, static_cast<int>(s.me[0]), static_cast<int>(s.me[1] * 2 + s.me[2]), 4, s.n / 8,
+                                  s.n / 4);
        }},
       {"reduce_scatter+all_gather", cube, layout{shard("b"), shard("c")}.partial(reduce_op::sum, "a"), R,
        [](transfer_setup const& s) {
-         hand_written t;
-         MPI_Comm const group = t.split(static_cast<int>(s.me[1] * 2 + s.me[2]), static_cast<int>(s.me[0]));
          std::size_t const h = s.n / 4;
          std::size_t const w = s.n / 2;
-         buffer const mine = t.scratch(h * w);
-         buffer const recv = t.scratch(s.n * s.n);
-         t.collective([=] { MPI_Reduce_scatter_block(s.in.data(), mine.data(), count(h * w), MPI_FLOAT, MPI_SUM, group); });
-         t.collective([=] { MPI_Allgather(mine.data(), count(h * w), MPI_FLOAT, recv.data(), count(h * w), MPI_FLOAT, MPI_COMM_WORLD); });
          // Rank a*4 + b*2 + c holds rows b*N/2 + a*N/4 and columns c*N/2.
-         place_blocks(t, recv, s.out, 8, h, w, [=](std::size_t r) { return std::pair{r / 2 % 2 * 2 * h + r / 4 * h, r % 2 * w}; });
-         return t;
+         return reduce_then_gather(s, static_cast<int>(s.me[1] * 2 + s.me[2]), static_cast<int>(s.me[0]), 8, h, w,
+                                   [=](std::size_t r) { return std::pair{r / 2 % 2 * 2 * h + r / 4 * h, r % 2 * w}; });
        }},
   };
 }

@@ -65,32 +65,34 @@ Kokkos::View<std::size_t* [2]> block_origins(std::size_t n, Origin origin) {
   return Kokkos::create_mirror_view_and_copy(Kokkos::DefaultExecutionSpace::memory_space{}, host);
 }
 
-// Packs n blocks of h x w from `from` into `to`, one after another.
-template <class Origin>
-void take_blocks(hand_written& t, matrix from, buffer to, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
+// Copies n blocks of h x w between the matrix and the buffer, where they lie
+// one after another: into the buffer (Pack, a pack phase) or out of it (an
+// unpack phase).
+template <bool Pack, class Origin>
+void move_blocks(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w,
+                 Origin origin) {
   auto const at = block_origins(n, origin);
-  t.phases.push_back({phase::kind::pack, [=] {
+  t.phases.push_back({Pack ? phase::kind::pack : phase::kind::unpack, [=] {
                         Kokkos::parallel_for(
-                            "pack", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({0, 0, 0}, {n, h, w}),
+                            Pack ? "pack" : "unpack", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({0, 0, 0}, {n, h, w}),
                             KOKKOS_LAMBDA(std::size_t q, std::size_t i, std::size_t j) {
-                              to((q * h + i) * w + j) = from(at(q, 0) + i, at(q, 1) + j);
+                              if constexpr (Pack)
+                                packed((q * h + i) * w + j) = m(at(q, 0) + i, at(q, 1) + j);
+                              else
+                                m(at(q, 0) + i, at(q, 1) + j) = packed((q * h + i) * w + j);
                             });
                         Kokkos::fence();
                       }});
 }
 
-// Unpacks n blocks of h x w, one after another in `from`, into `to`.
+template <class Origin>
+void take_blocks(hand_written& t, matrix from, buffer to, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
+  move_blocks<true>(t, from, to, n, h, w, origin);
+}
+
 template <class Origin>
 void place_blocks(hand_written& t, buffer from, matrix to, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
-  auto const at = block_origins(n, origin);
-  t.phases.push_back({phase::kind::unpack, [=] {
-                        Kokkos::parallel_for(
-                            "unpack", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({0, 0, 0}, {n, h, w}),
-                            KOKKOS_LAMBDA(std::size_t q, std::size_t i, std::size_t j) {
-                              to(at(q, 0) + i, at(q, 1) + j) = from((q * h + i) * w + j);
-                            });
-                        Kokkos::fence();
-                      }});
+  move_blocks<false>(t, to, from, n, h, w, origin);
 }
 
 }  // namespace shardmesh::bench

@@ -105,15 +105,25 @@ TEST_CASE("ranks that ask for different target layouts", "[tensor][errors]") {
   all_ranks_continue();
 }
 
+namespace {
+
+// A row-sharded input and what the output tests need around it.
+struct rows_to_cols {
+  std::size_t ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh mesh{MPI_COMM_WORLD, mesh_shape{{"dp", ranks}}};
+  layout rows{shard("dp"), replicated};
+  layout cols{replicated, shard("dp")};
+  tensor_index global{2 * ranks, 2 * ranks};
+  tensor_index wider{2 * ranks, 4 * ranks};
+  matrix x{mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global)};
+};
+
+}  // namespace
+
 TEST_CASE("an output tensor that cannot take the result", "[tensor][errors]") {
-  auto const ranks = static_cast<std::size_t>(test::world_size());
-  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  rows_to_cols const t;
+  auto const& [ranks, mesh, rows, cols, global, wider, x] = t;
   device_mesh const other(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
-  layout const rows{shard("dp"), replicated};
-  layout const cols{replicated, shard("dp")};
-  tensor_index const global{2 * ranks, 2 * ranks};
-  tensor_index const wider{2 * ranks, 4 * ranks};
-  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
   auto const fails_with = [](auto&& call, std::string const& why) {
     REQUIRE_THROWS_MATCHES(call(), mismatched_tensor_error,
                            Catch::Matchers::MessageMatches(ContainsSubstring("the output of f64[") &&
@@ -129,13 +139,8 @@ TEST_CASE("an output tensor that cannot take the result", "[tensor][errors]") {
 }
 
 TEST_CASE("a redistributor run on tensors it was not made for", "[tensor][errors]") {
-  auto const ranks = static_cast<std::size_t>(test::world_size());
-  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
-  layout const rows{shard("dp"), replicated};
-  layout const cols{replicated, shard("dp")};
-  tensor_index const global{2 * ranks, 2 * ranks};
-  tensor_index const wider{2 * ranks, 4 * ranks};
-  matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
+  rows_to_cols const t;
+  auto const& [ranks, mesh, rows, cols, global, wider, x] = t;
   matrix y(mesh, cols, {global[0], global[1]}, shard_of(mesh, cols, global));
   redistributor const to_cols(x, cols);
   to_cols(x, y);  // what it was made for
