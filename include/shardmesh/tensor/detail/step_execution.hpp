@@ -19,11 +19,9 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 namespace shardmesh::detail {
