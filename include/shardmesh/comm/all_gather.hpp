@@ -27,12 +27,9 @@ template <class T, class Space>
   auto const displs = detail::keep(detail::displacements(counts));
   return detail::post("all_gather", when, counts[me] * (counts.size() - 1), detail::sum_except(counts, me), send, recv,
                       {mpi_counts, displs}, [&](T* in, T* out, MPI_Request* r) {
-                        if (r == nullptr)
-                          MPI_Allgatherv(in, (*mpi_counts)[me], mpi_type<T>(), out, mpi_counts->data(),
-                                         displs->data(), mpi_type<T>(), comm.get());
-                        else
-                          MPI_Iallgatherv(in, (*mpi_counts)[me], mpi_type<T>(), out, mpi_counts->data(),
-                                          displs->data(), mpi_type<T>(), comm.get(), r);
+                        detail::blocking_or_not(r, MPI_Allgatherv, MPI_Iallgatherv, in, (*mpi_counts)[me],
+                                                mpi_type<T>(), out, mpi_counts->data(), displs->data(), mpi_type<T>(),
+                                                comm.get());
                       });
 }
 
@@ -49,10 +46,8 @@ template <class T, class Space>
   std::size_t const moved = send.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(send.extent(0));
   return detail::post("all_gather", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
-    if (r == nullptr)
-      MPI_Allgather(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get());
-    else
-      MPI_Iallgather(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
+    detail::blocking_or_not(r, MPI_Allgather, MPI_Iallgather, in, count, mpi_type<T>(), out, count, mpi_type<T>(),
+                            comm.get());
   });
 }
 

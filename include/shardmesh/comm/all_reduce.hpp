@@ -27,10 +27,8 @@ template <class T, class Space>
   return detail::post(
       "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {},
       [&](T*, T* inout, MPI_Request* r) {
-        if (r == nullptr)
-          MPI_Allreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get());
-        else
-          MPI_Iallreduce(MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
+        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count, mpi_type<T>(),
+                                mpi_op(op), comm.get());
       },
       true);
 }

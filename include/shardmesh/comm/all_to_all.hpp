@@ -35,12 +35,9 @@ template <class T, class Space>
   auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
   return detail::post("all_to_all", when, detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send,
                       recv, {scounts, rcounts, sdispls, rdispls}, [&](T* in, T* out, MPI_Request* r) {
-                        if (r == nullptr)
-                          MPI_Alltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out, rcounts->data(),
-                                        rdispls->data(), mpi_type<T>(), comm.get());
-                        else
-                          MPI_Ialltoallv(in, scounts->data(), sdispls->data(), mpi_type<T>(), out,
-                                         rcounts->data(), rdispls->data(), mpi_type<T>(), comm.get(), r);
+                        detail::blocking_or_not(r, MPI_Alltoallv, MPI_Ialltoallv, in, scounts->data(),
+                                                sdispls->data(), mpi_type<T>(), out, rcounts->data(),
+                                                rdispls->data(), mpi_type<T>(), comm.get());
                       });
 }
 
@@ -69,10 +66,8 @@ template <class T, class Space>
   int const count = detail::mpi_count(block);
   return detail::post("all_to_all", when, block * (n - 1), block * (n - 1), send, recv, {},
                       [&](T* in, T* out, MPI_Request* r) {
-                        if (r == nullptr)
-                          MPI_Alltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get());
-                        else
-                          MPI_Ialltoall(in, count, mpi_type<T>(), out, count, mpi_type<T>(), comm.get(), r);
+                        detail::blocking_or_not(r, MPI_Alltoall, MPI_Ialltoall, in, count, mpi_type<T>(), out,
+                                                count, mpi_type<T>(), comm.get());
                       });
 }
 

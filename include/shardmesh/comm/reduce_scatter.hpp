@@ -27,11 +27,8 @@ template <class T, class Space>
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   return detail::post("reduce_scatter", when, detail::sum_except(counts, me), counts[me] * (counts.size() - 1), send, recv,
                       {mpi_counts}, [&](T* in, T* out, MPI_Request* r) {
-                        if (r == nullptr)
-                          MPI_Reduce_scatter(in, out, mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get());
-                        else
-                          MPI_Ireduce_scatter(in, out, mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get(),
-                                              r);
+                        detail::blocking_or_not(r, MPI_Reduce_scatter, MPI_Ireduce_scatter, in, out,
+                                                mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get());
                       });
 }
 
@@ -49,10 +46,8 @@ template <class T, class Space>
   std::size_t const moved = recv.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(recv.extent(0));
   return detail::post("reduce_scatter", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
-    if (r == nullptr)
-      MPI_Reduce_scatter_block(in, out, count, mpi_type<T>(), mpi_op(op), comm.get());
-    else
-      MPI_Ireduce_scatter_block(in, out, count, mpi_type<T>(), mpi_op(op), comm.get(), r);
+    detail::blocking_or_not(r, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, in, out, count, mpi_type<T>(),
+                            mpi_op(op), comm.get());
   });
 }
 

@@ -63,6 +63,16 @@ void count_call(char const* name, std::size_t sent, std::size_t received) {
   counters().record(name, sent * sizeof(T), received * sizeof(T));
 }
 
+// Calls MPI's blocking collective when there is no request to fill, its
+// non-blocking twin (same arguments, then the request) otherwise.
+template <class Blocking, class NonBlocking, class... Args>
+void blocking_or_not(MPI_Request* r, Blocking blocking, NonBlocking non_blocking, Args... args) {
+  if (r == nullptr)
+    blocking(args...);
+  else
+    non_blocking(args..., r);
+}
+
 // Posts one non-blocking collective that reads send and writes recv (or,
 // in_place, reads and writes recv): counts the call, stages the buffers
 // where MPI cannot read them, and returns a request that keeps `keep` (count

@@ -24,7 +24,6 @@ namespace shardmesh::detail {
 
 template <class MemorySpace>
 struct prepared_step {
-  plan_step step;
   unsigned group_axes = 0;              // the axes of the collective's communicator
   device_pieces<MemorySpace> own;       // slice, all-to-all: what stays on this rank
   device_pieces<MemorySpace> sends;     // reduce-scatter: to every member; all-to-all: to the others
@@ -73,7 +72,6 @@ template <class MemorySpace>
 prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan_step const& s,
                                    tensor_index const& global) {
   prepared_step<MemorySpace> p;
-  p.step = s;
   p.group_axes = s.axes;
   tensor_index const in_extents = local_extents(shape, s.before, global, me);
   tensor_index const out_extents = local_extents(shape, s.after, global, me);
