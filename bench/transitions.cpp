@@ -106,7 +106,7 @@ struct instance {
 
   [[nodiscard]] hand_written by_hand() const { return c.by_hand({n, coordinates_of(c.mesh, mesh.rank()), in, out}); }
 
-  [[nodiscard]] redistribution_plan const& plan() const { return mesh.plan(from, to); }
+  [[nodiscard]] redistribution_plan const& plan() const { return *mesh.plan(from, to); }
 
   // Bytes this rank receives by the plan.
   [[nodiscard]] std::size_t predicted() const {
@@ -123,7 +123,7 @@ struct instance {
     std::size_t const me = mesh.rank();
     std::size_t const in_size = local_size(c.mesh, from, global, me);
     std::size_t const out_size = local_size(c.mesh, to, global, me);
-    if (from.partial_axes != 0) {
+    if (!from.partial_axes.empty()) {
       std::size_t const g = group_size(c.mesh, from.partial_axes);
       return (out_size == in_size ? 2 : 1) * (g - 1) * in_size / g * sizeof(float);
     }
@@ -166,14 +166,14 @@ void run_shardmesh(benchmark::State& state, instance const& t, bool checked) {
   tensor y(t.mesh, t.c.to, {t.n, t.n}, t.out);
   redistributor const run(x, t.c.to);
   run(x, y);  // prepares the steps and fills the workspace
-  auto& pool = workspace<matrix::memory_space>::instance();
+  auto& pool = workspace_of<matrix::memory_space>(t.mesh);
   pool.reset_peak();
-  counters().reset();
+  t.mesh.counters().reset();
   if (checked)
     time_max_over_ranks(state, [&] { redistribute(x, y); });
   else
     time_max_over_ranks(state, [&] { run(x, y); });
-  auto const received = static_cast<double>(counters().total().bytes_received) / static_cast<double>(state.iterations());
+  auto const received = static_cast<double>(t.mesh.counters().total().bytes_received) / static_cast<double>(state.iterations());
   auto const predicted = static_cast<double>(t.predicted());
   state.counters["bytes_moved"] = max_over_ranks(received);
   state.counters["bytes_predicted"] = max_over_ranks(predicted);

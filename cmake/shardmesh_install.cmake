@@ -1,12 +1,12 @@
 # Install the headers and an exported package, so that another project can
 #   find_package(shardmesh 0.1 REQUIRED)
-#   target_link_libraries(app PRIVATE shardmesh::shardmesh)
+#   target_link_libraries(app PRIVATE shardmesh::shardmesh)   # or shardmesh::algebra alone
 include(CMakePackageConfigHelpers)
 
 set(SHARDMESH_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shardmesh)
 
 install(DIRECTORY include/shardmesh TYPE INCLUDE)
-install(TARGETS shardmesh EXPORT shardmesh_targets)
+install(TARGETS shardmesh shardmesh_algebra EXPORT shardmesh_targets)
 install(EXPORT shardmesh_targets
   NAMESPACE shardmesh::
   FILE shardmeshTargets.cmake

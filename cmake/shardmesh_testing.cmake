@@ -74,6 +74,27 @@ function(shardmesh_add_expected_failure_test)
   set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT ${backstop} ENVIRONMENT "${arg_ENVIRONMENT}")
 endfunction()
 
+# shardmesh_add_failing_run_tests(NAME <prefix> TARGET <target> RANKS n... TAGS tag... PATTERN <regex>)
+# For each rank count and Catch2 tag, <prefix>.<tag>.np<n>: TARGET runs the
+# test cases of [tag] on n ranks and must make the whole run fail within 60 s
+# with output matching PATTERN, in which <ranks> stands for n and <last> for
+# the last rank.
+function(shardmesh_add_failing_run_tests)
+  cmake_parse_arguments(arg "" "NAME;TARGET;PATTERN" "RANKS;TAGS" ${ARGN})
+  foreach(ranks IN LISTS arg_RANKS)
+    math(EXPR last "${ranks} - 1")
+    string(REPLACE "<ranks>" "${ranks}" pattern "${arg_PATTERN}")
+    string(REPLACE "<last>" "${last}" pattern "${pattern}")
+    shardmesh_mpi_environment(environment ${ranks})
+    foreach(tag IN LISTS arg_TAGS)
+      shardmesh_mpiexec_command(command ${ranks} $<TARGET_FILE:${arg_TARGET}> "[${tag}]")
+      shardmesh_add_expected_failure_test(NAME ${arg_NAME}.${tag}.np${ranks} TIMEOUT 60 PATTERN "${pattern}"
+        ENVIRONMENT "${environment}" COMMAND ${command})
+      set_tests_properties(${arg_NAME}.${tag}.np${ranks} PROPERTIES PROCESSORS ${ranks})
+    endforeach()
+  endforeach()
+endfunction()
+
 # shardmesh_add_compile_fail_test(NAME <name> SOURCE <file> PATTERN <regex>)
 # Passes when SOURCE fails to compile with a diagnostic matching PATTERN.
 function(shardmesh_add_compile_fail_test)
@@ -87,14 +108,17 @@ function(shardmesh_add_compile_fail_test)
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree LABELS compile_fail)
 endfunction()
 
-# shardmesh_add_compile_test(NAME <test> TARGET <target> SOURCES ...)
+# shardmesh_add_compile_test(NAME <test> TARGET <target> SOURCES ... [LIBRARY <lib>])
 # Sources that pass when they compile (their checks are static_asserts): an
-# object library built with everything else, and a test that rebuilds it so
-# that ctest reports it.
+# object library built with everything else (against LIBRARY, by default
+# shardmesh::shardmesh), and a test that rebuilds it so that ctest reports it.
 function(shardmesh_add_compile_test)
-  cmake_parse_arguments(arg "" "NAME;TARGET" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "" "NAME;TARGET;LIBRARY" "SOURCES" ${ARGN})
+  if(NOT arg_LIBRARY)
+    set(arg_LIBRARY shardmesh::shardmesh)
+  endif()
   add_library(${arg_TARGET} OBJECT ${arg_SOURCES})
-  target_link_libraries(${arg_TARGET} PRIVATE shardmesh::shardmesh)
+  target_link_libraries(${arg_TARGET} PRIVATE ${arg_LIBRARY})
   shardmesh_target_warnings(${arg_TARGET})
   add_test(NAME ${arg_NAME} COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${arg_TARGET} --config $<CONFIG>)
   set_tests_properties(${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree TIMEOUT 600)

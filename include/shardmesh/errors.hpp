@@ -1,7 +1,11 @@
 #pragma once
 // Exceptions for bad input. Each is raised identically on every rank, before
 // any data moves, with a message naming the tensor's notation, the layout
-// and the axis at fault.
+// and the axis at fault. A mistake that only one rank can see without
+// communicating (a persistent redistributor run with other tensors than it
+// was made for) ends the job instead, with a message naming the rank: the
+// other ranks may already wait in a collective. docs/03-runtime.md has the
+// whole table.
 
 #include <stdexcept>
 #include <string>
@@ -20,7 +24,8 @@ class invalid_mesh_error : public error {
   using error::error;
 };
 
-// A layout invalid on its mesh, or an impossible transition.
+// A layout invalid on its mesh, or an impossible transition (one the
+// algebra rejects, or one the planner finds no way to make).
 class invalid_layout_error : public error {
  public:
   using error::error;
@@ -34,6 +39,18 @@ class mismatched_tensor_error : public error {
 
 // A local shard whose extents are not what the layout gives its rank.
 class local_extents_error : public error {
+ public:
+  using error::error;
+};
+
+// A root that is not a rank of the mesh (distribute, gather).
+class invalid_root_error : public error {
+ public:
+  using error::error;
+};
+
+// A message longer than an MPI count (INT_MAX elements) on some rank.
+class count_overflow_error : public error {
  public:
   using error::error;
 };

@@ -117,11 +117,11 @@ void check_pair(mesh_shape const& mesh, layout const& from, layout const& to, bo
     std::vector<double> values(elements);
     std::iota(values.begin(), values.end(), 1.0);
 
-    simulated_tensor t = cut(mesh, source, global, values);
-    simulated_traffic const traffic = simulate(plan, t);
-    simulated_tensor const expected = cut(mesh, target, global, values);
+    reference::simulated_tensor t = reference::cut(mesh, source, global, values);
+    reference::simulated_traffic const traffic = reference::simulate(plan, t);
+    reference::simulated_tensor const expected = reference::cut(mesh, target, global, values);
     REQUIRE(detail::normalized(mesh, t.layout) == detail::normalized(mesh, target));
-    REQUIRE(reduced(t).shards == reduced(expected).shards);
+    REQUIRE(reference::reduced(t).shards == reference::reduced(expected).shards);
 
     std::vector<std::size_t> const predicted = received(mesh, plan, global);
     REQUIRE(traffic.received == predicted);
@@ -132,10 +132,10 @@ void check_pair(mesh_shape const& mesh, layout const& from, layout const& to, bo
       for (std::size_t r = 0; r < mesh.size(); ++r)
         REQUIRE(traffic.received[r] * global_units(mesh) == plan.bytes * elements);
 
-    if (source.partial_axes == 0) {
+    if (source.partial_axes.empty()) {
       std::size_t needed = 0;
       for (std::size_t r = 0; r < mesh.size(); ++r)
-        needed += local_size(mesh, target, global, r) - overlap(mesh, target, r, source, r, global);
+        needed += local_size(mesh, target, global, r) - detail::overlap(mesh, target, r, source, r, global);
       REQUIRE(std::accumulate(traffic.received.begin(), traffic.received.end(), std::size_t{0}) <= needed);
     }
     ++count.simulations;

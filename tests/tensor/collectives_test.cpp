@@ -34,12 +34,12 @@ struct world {
 
 TEST_CASE("all_gather and all_gather_v", "[comm]") {
   world w;
-  counters().reset();
+  w.comm.counters().reset();
   view all("all", 3 * w.size);
   all_gather(w.comm, filled(w.rank, 3), all);
   for (std::size_t r = 0; r < w.size; ++r)
     for (std::size_t i = 0; i < 3; ++i) REQUIRE(all(3 * r + i) == value(r, i));
-  REQUIRE(counters()["all_gather"] == collective_count{1, 3 * (w.size - 1) * sizeof(long), 3 * (w.size - 1) * sizeof(long)});
+  REQUIRE(w.comm.counters()["all_gather"] == collective_count{1, 3 * (w.size - 1) * sizeof(long), 3 * (w.size - 1) * sizeof(long)});
 
   std::vector<std::size_t> counts(w.size);
   for (std::size_t r = 0; r < w.size; ++r) counts[r] = r % 3;  // some ranks send nothing
@@ -50,12 +50,12 @@ TEST_CASE("all_gather and all_gather_v", "[comm]") {
   std::size_t at = 0;
   for (std::size_t r = 0; r < w.size; ++r)
     for (std::size_t i = 0; i < counts[r]; ++i) REQUIRE(uneven(at++) == value(r, i));
-  REQUIRE(counters()["all_gather"].calls == 2);
+  REQUIRE(w.comm.counters()["all_gather"].calls == 2);
 }
 
 TEST_CASE("reduce_scatter and reduce_scatter_v", "[comm]") {
   world w;
-  counters().reset();
+  w.comm.counters().reset();
   view mine("mine", 2);
   reduce_scatter(w.comm, filled(w.rank, 2 * w.size), mine, reduce_op::sum);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -70,13 +70,13 @@ TEST_CASE("reduce_scatter and reduce_scatter_v", "[comm]") {
   ireduce_scatter_v(w.comm, filled(w.rank, total), out, counts, reduce_op::max).wait();
   std::size_t const first = w.rank * (w.rank + 1) / 2;
   for (std::size_t i = 0; i < counts[w.rank]; ++i) REQUIRE(out(i) == value(w.size - 1, first + i));
-  REQUIRE(counters()["reduce_scatter"].calls == 2);
-  REQUIRE(counters()["reduce_scatter"].bytes_received == (2 + counts[w.rank]) * (w.size - 1) * sizeof(long));
+  REQUIRE(w.comm.counters()["reduce_scatter"].calls == 2);
+  REQUIRE(w.comm.counters()["reduce_scatter"].bytes_received == (2 + counts[w.rank]) * (w.size - 1) * sizeof(long));
 }
 
 TEST_CASE("all_reduce", "[comm]") {
   world w;
-  counters().reset();
+  w.comm.counters().reset();
   view data = filled(w.rank, 5);
   all_reduce(w.comm, data, reduce_op::min);
   for (std::size_t i = 0; i < 5; ++i) REQUIRE(data(i) == value(0, i));
@@ -84,17 +84,17 @@ TEST_CASE("all_reduce", "[comm]") {
   iall_reduce(w.comm, more, reduce_op::sum).wait();
   long const ranks_sum = static_cast<long>(1000 * w.size * (w.size - 1) / 2);
   for (std::size_t i = 0; i < 4; ++i) REQUIRE(more(i) == ranks_sum + static_cast<long>(w.size * i));
-  REQUIRE(counters()["all_reduce"].calls == 2);
+  REQUIRE(w.comm.counters()["all_reduce"].calls == 2);
 }
 
 TEST_CASE("all_to_all and all_to_all_v", "[comm]") {
   world w;
-  counters().reset();
+  w.comm.counters().reset();
   view got("got", 2 * w.size);
   all_to_all(w.comm, filled(w.rank, 2 * w.size), got);
   for (std::size_t r = 0; r < w.size; ++r)
     for (std::size_t i = 0; i < 2; ++i) REQUIRE(got(2 * r + i) == value(r, 2 * w.rank + i));
-  REQUIRE(counters()["all_to_all"].bytes_received == 2 * (w.size - 1) * sizeof(long));
+  REQUIRE(w.comm.counters()["all_to_all"].bytes_received == 2 * (w.size - 1) * sizeof(long));
 
   // Rank p sends q + 1 elements to rank q, all equal to value(p, q).
   std::vector<std::size_t> send_counts(w.size), recv_counts(w.size, w.rank + 1);
@@ -107,17 +107,17 @@ TEST_CASE("all_to_all and all_to_all_v", "[comm]") {
   iall_to_all_v(w.comm, send, send_counts, recv, recv_counts).wait();
   for (std::size_t p = 0; p < w.size; ++p)
     for (std::size_t i = 0; i <= w.rank; ++i) REQUIRE(recv(p * (w.rank + 1) + i) == value(p, w.rank));
-  REQUIRE(counters()["all_to_all"].calls == 2);
+  REQUIRE(w.comm.counters()["all_to_all"].calls == 2);
 }
 
 TEST_CASE("point-to-point exchange around a ring", "[comm]") {
   world w;
-  counters().reset();
+  w.comm.counters().reset();
   int const next = static_cast<int>((w.rank + 1) % w.size);
   int const previous = static_cast<int>((w.rank + w.size - 1) % w.size);
   view got("got", 3);
   exchange(w.comm, filled(w.rank, 3), next, got, previous);
   for (std::size_t i = 0; i < 3; ++i) REQUIRE(got(i) == value(static_cast<std::size_t>(previous), i));
   std::uint64_t const moved = w.size == 1 ? 0 : 3 * sizeof(long);
-  REQUIRE(counters()["point_to_point"] == collective_count{1, moved, moved});
+  REQUIRE(w.comm.counters()["point_to_point"] == collective_count{1, moved, moved});
 }

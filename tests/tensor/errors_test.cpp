@@ -138,22 +138,53 @@ TEST_CASE("an output tensor that cannot take the result", "[tensor][errors]") {
   fails_with([&] { redistribute(x, same); }, "shares its memory with the input");
 }
 
-TEST_CASE("a redistributor run on tensors it was not made for", "[tensor][errors]") {
-  rows_to_cols const t;
-  auto const& [ranks, mesh, rows, cols, global, wider, x] = t;
-  matrix y(mesh, cols, {global[0], global[1]}, shard_of(mesh, cols, global));
-  redistributor const to_cols(x, cols);
-  to_cols(x, y);  // what it was made for
-  matrix const wide(mesh, rows, {wider[0], wider[1]}, shard_of(mesh, rows, wider));
-  REQUIRE_THROWS_MATCHES(to_cols(wide, y), std::invalid_argument,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("S(dp),R -> R,S(dp): the input is f64[")));
-  matrix rows_too(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
-  REQUIRE_THROWS_MATCHES(to_cols(x, rows_too), std::invalid_argument,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("the output is f64[")));
-  matrix overlapping(mesh, cols, {global[0], global[1]},
-                     matrix::view_type(x.local().data(), y.local().extent(0), y.local().extent(1)));
-  if (x.local().size() > 0)
-    REQUIRE_THROWS_MATCHES(to_cols(x, overlapping), std::invalid_argument,
-                           Catch::Matchers::MessageMatches(ContainsSubstring("shares its memory with the input")));
+TEST_CASE("a root that is not a rank of the mesh", "[tensor][errors]") {
+  auto const ranks = test::world_size();
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", static_cast<std::size_t>(ranks)}});
+  layout const rows{shard("dp"), replicated};
+  Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> const global("global", 4, 3);
+  for (int root : {ranks, -2}) {
+    REQUIRE_THROWS_MATCHES(distribute(mesh, rows, global, root), invalid_root_error,
+                           Catch::Matchers::MessageMatches(ContainsSubstring("distribute: root " + std::to_string(root) +
+                                                                             " is not a rank of the mesh dp=")));
+    all_ranks_continue();
+  }
+  auto const x = distribute(mesh, rows, global);
+  REQUIRE_THROWS_MATCHES(gather(x, ranks), invalid_root_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("gather: root " + std::to_string(ranks)) &&
+                                                         ContainsSubstring("f64[4,3] S(dp),R")));
   all_ranks_continue();
 }
+
+namespace {
+
+// A row-sharded char matrix of `rows` x 65536 whose shards are allocated
+// but never touched: only their extents matter to the checks below.
+dynamic_dtensor<char, 2> untouched(device_mesh const& mesh, std::size_t rows) {
+  using tensor = dynamic_dtensor<char, 2>;
+  layout const l{shard("dp"), replicated};
+  tensor_index const global{rows, 65536};
+  return tensor(mesh, l, {global[0], global[1]},
+                detail::allocate<tensor::view_type>("untouched", local_extents(mesh.shape(), bind(mesh.shape(), l), global,
+                                                                               mesh.rank())));
+}
+
+}  // namespace
+
+TEST_CASE("a count beyond MPI's int is refused on every rank before any data moves", "[tensor][errors]") {
+  if (test::world_size() < 2) return;
+  auto const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
+  // 2^31 + 65536 chars in all: every rank's all-gathered result overflows.
+  auto const x = untouched(mesh, 32769);
+  REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, replicated}), count_overflow_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("[32769,65536] S(dp),R would hand MPI") &&
+                                                         ContainsSubstring("2147549184 elements in one count on rank 0")));
+  all_ranks_continue();
+  // Gathered to one rank, only that rank's count overflows: every rank still raises it.
+  int const root = test::world_size() - 1;
+  REQUIRE_THROWS_MATCHES(gather(x, root), count_overflow_error,
+                         Catch::Matchers::MessageMatches(ContainsSubstring("on rank " + std::to_string(root))));
+  all_ranks_continue();
+}
+

@@ -62,13 +62,13 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
     piece_set set;  // rank q's pieces for every rank, one after another
     for (std::size_t r = 0; r < mesh.size(); ++r) set.add(mesh, before, q, after, r, global);
     if (set.total == 0) continue;
-    device_pieces<space::memory_space> const uploaded(set);
+    device_pieces<space::memory_space> const uploaded(set, space{});
     std::size_t const src_size = local_size(mesh, before, global, q);
     for (std::size_t r = 0; r < mesh.size(); ++r) {
       piece_set one;  // rank q's pieces for rank r alone, to unpack into r's shard
       one.add(mesh, before, q, after, r, global);
       if (one.total == 0) continue;
-      device_pieces<space::memory_space> const unpack(one);
+      device_pieces<space::memory_space> const unpack(one, space{});
       std::vector<double> packed(one.total);
       std::iota(packed.begin(), packed.end(), 1.0);
       std::vector<double> const shard(local_size(mesh, after, global, r), -1.0);
@@ -77,7 +77,7 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
         view const out = on_device(shard);
         segment_copy<double, space::memory_space> const copy{unpack.pieces, unpack.src_indices, unpack.dst_indices,
                                                              view(on_device(packed)), out, one.rank - 1, true, false};
-        if (teams) transfer_in_teams<space>(copy, unpack.segments); else transfer_in_ranges<space>(copy, unpack.segments);
+        if (teams) transfer_in_teams(space{}, copy, unpack.segments); else transfer_in_ranges(space{}, copy, unpack.segments);
         REQUIRE(on_host(out) == expected);
       }
     }
@@ -89,7 +89,7 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
       view const out = on_device(std::vector<double>(set.total, -1.0));
       segment_copy<double, space::memory_space> const copy{uploaded.pieces, uploaded.src_indices, uploaded.dst_indices,
                                                            view(on_device(source)), out, set.rank - 1, false, true};
-      if (teams) transfer_in_teams<space>(copy, uploaded.segments); else transfer_in_ranges<space>(copy, uploaded.segments);
+      if (teams) transfer_in_teams(space{}, copy, uploaded.segments); else transfer_in_ranges(space{}, copy, uploaded.segments);
       REQUIRE(on_host(out) == expected);
       ++checked;
     }

@@ -57,9 +57,9 @@ TEST_CASE("intermediate shards come from the workspace, the result from the give
   layout const from = layout{replicated, shard("b")}.partial(reduce_op::sum, "a");
   layout const to{replicated, replicated};
   tensor_index const global{8 * ranks, 8 * ranks};
-  REQUIRE(mesh.plan(bind(mesh.shape(), from), bind(mesh.shape(), to)).size() >= 2);
+  REQUIRE(mesh.plan(bind(mesh.shape(), from), bind(mesh.shape(), to))->size() >= 2);
   test::check_redistribution<double, 2>(mesh, from, to, global);
-  auto& pool = workspace<Kokkos::DefaultExecutionSpace::memory_space>::instance();
+  auto& pool = workspace_of<Kokkos::DefaultExecutionSpace::memory_space>(mesh);
   CHECK(pool.leased_bytes() == 0);
   // Run again: the pool already holds every buffer, so peak lease is bounded by what it holds.
   pool.reset_peak();

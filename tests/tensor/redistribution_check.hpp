@@ -68,7 +68,7 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   std::iota(values.begin(), values.end(), 1.0);
   bound_layout const source = bind(shape, from);
   bound_layout const target = bind(shape, to);
-  simulated_tensor const before = cut(shape, source, global, values);
+  reference::simulated_tensor const before = reference::cut(shape, source, global, values);
 
   typename tensor::view_type local = detail::allocate<typename tensor::view_type>("local", local_extents(shape, source, global, me));
   auto host = Kokkos::create_mirror_view(local);
@@ -78,9 +78,10 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   for (std::size_t d = 0; d < Rank; ++d) extents[d] = global[d];
   tensor const x(mesh, from, extents, local);
 
-  counters().reset();
+  comm_counters& counters = mesh.counters();
+  counters.reset();
   tensor const y = redistribute(x, to);
-  redistribution_plan const& plan = mesh.plan(source, target);
+  redistribution_plan const& plan = *mesh.plan(source, target);
   INFO(to_string(shape, plan));
 
   // Exactly the plan's collectives, and exactly the predicted bytes.
@@ -90,19 +91,19 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
     if (char const* c = collective_of(plan[i].kind)) ++calls[c];
     predicted += received(shape, plan[i], global, me) * sizeof(T);
   }
-  for (auto const& [name, count] : counters().all()) CHECK(calls[name] == count.calls);
-  REQUIRE(counters().total().calls == std::accumulate(calls.begin(), calls.end(), std::uint64_t{0},
+  for (auto const& [name, count] : counters.all()) CHECK(calls[name] == count.calls);
+  REQUIRE(counters.total().calls == std::accumulate(calls.begin(), calls.end(), std::uint64_t{0},
                                                       [](std::uint64_t s, auto const& c) { return s + c.second; }));
-  REQUIRE(counters().total().bytes_received == predicted);
+  REQUIRE(counters.total().bytes_received == predicted);
 
   // The result, reduced over the target's partial axes, is the target's cut.
   REQUIRE(y.local().size() == local_size(shape, target, global, me));
   auto result = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, y.local());
   std::vector<T> mine(result.data(), result.data() + result.size());
-  if (target.partial_axes != 0)
+  if (!target.partial_axes.empty())
     MPI_Allreduce(MPI_IN_PLACE, mine.data(), static_cast<int>(mine.size()), mpi_type<T>(), mpi_op(target.op),
                   mesh.group(target.partial_axes).get());
-  simulated_tensor expected = cut(shape, detail::without_partial(target), global, values);
+  reference::simulated_tensor expected = reference::cut(shape, detail::without_partial(target), global, values);
   for (std::size_t i = 0; i < mine.size(); ++i) REQUIRE(mine[i] == static_cast<T>(expected.shards[me][i]));
 
   typename tensor::view_type const out = detail::allocate<typename tensor::view_type>("out", detail::extents_of(y.local()));

@@ -46,7 +46,7 @@ constexpr std::uint64_t hash(layout const& l) {
 
 constexpr std::uint64_t hash(bound_layout const& l) {
   fnv1a h;
-  h.mix(l.rank).mix(l.partial_axes).mix(static_cast<std::uint64_t>(l.op));
+  h.mix(l.rank).mix(l.partial_axes.bits).mix(static_cast<std::uint64_t>(l.op));
   for (std::size_t d = 0; d < l.rank; ++d) {
     h.mix(l.dims[d].count).mix(static_cast<std::uint64_t>(l.dims[d].dist)).mix(l.dims[d].block_size);
     for (std::size_t i = 0; i < l.dims[d].count; ++i) h.mix(l.dims[d].axes[i]);

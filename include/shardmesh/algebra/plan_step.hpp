@@ -8,6 +8,8 @@
 // for any extent, even or not: appending axes to a dimension refines each
 // shard, removing a suffix of a dimension's axes merges the group's shards.
 
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/algebra/axis_set.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
@@ -52,29 +54,13 @@ enum class step_kind : unsigned char {
 
 struct plan_step {
   step_kind kind = step_kind::slice;
-  unsigned axes = 0;         // bit a: the step acts on mesh axis a
+  axis_set axes;             // the mesh axes the step acts on
   std::size_t from_dim = npos;  // all_to_all
   std::size_t to_dim = npos;    // slice, all_to_all, reduce_scatter
   bound_layout before;
   bound_layout after;
   constexpr bool operator==(plan_step const&) const = default;
 };
-
-// Mesh axes that shard some dimension.
-[[nodiscard]] constexpr unsigned sharding_axes(bound_layout const& l) {
-  unsigned mask = 0;
-  for (std::size_t d = 0; d < l.rank; ++d)
-    for (std::size_t i = 0; i < l.dims[d].count; ++i) mask |= 1U << l.dims[d].axes[i];
-  return mask;
-}
-
-// Product of the extents of the axes in mask.
-[[nodiscard]] constexpr std::size_t group_size(mesh_shape const& mesh, unsigned mask) {
-  std::size_t n = 1;
-  for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if ((mask >> a & 1U) != 0) n *= mesh.extent(a);
-  return n;
-}
 
 // Costs are integers in units of 1/(1024 * size^2) of the global tensor, so
 // that every even-case fraction below is exact and comparisons have no
@@ -87,6 +73,8 @@ struct cost_model {
   std::uint64_t const size = mesh.size();
   return 1024 * size * size;
 }
+
+namespace detail {
 
 // Even-case fraction num/den of one dimension that a rank holds under both
 // a and b: block shards are exact intervals; a cyclic shard is modelled as
@@ -125,6 +113,8 @@ struct fraction {
   return units;
 }
 
+}  // namespace detail
+
 // Elements a rank receives in the step, even case, in global_units. For a
 // permutation, the ranks whose piece changes receive all of it; for an
 // all-to-all-v, the rank that needs most of what it does not hold.
@@ -143,7 +133,7 @@ struct fraction {
     case step_kind::all_to_all_v: {
       std::uint64_t const target = unit / group_size(mesh, sharding_axes(s.after));
       std::uint64_t most = 0;
-      for (std::size_t r = 0; r < mesh.size(); ++r) most = std::max(most, target - overlap_units(mesh, s.after, s.before, r));
+      for (std::size_t r = 0; r < mesh.size(); ++r) most = std::max(most, target - detail::overlap_units(mesh, s.after, s.before, r));
       return most;
     }
   }
@@ -156,11 +146,11 @@ struct fraction {
 }
 
 // "tp", "dp,tp": the axes of mask in mesh order.
-[[nodiscard]] constexpr message axis_names_of(mesh_shape const& mesh, unsigned mask) {
+[[nodiscard]] constexpr message axis_names_of(mesh_shape const& mesh, axis_set axes) {
   message out;
   bool first = true;
   for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if ((mask >> a & 1U) != 0) {
+    if (axes.contains(a)) {
       out << (first ? "" : ",") << mesh[a].name;
       first = false;
     }
@@ -178,7 +168,7 @@ struct fraction {
     for (std::size_t i = 0; i < l.dims[d].count; ++i) named.dims[d].axes.push_back(mesh[l.dims[d].axes[i]].name);
   }
   for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if ((l.partial_axes >> a & 1U) != 0) named.partial_axes.push_back(mesh[a].name);
+    if (l.partial_axes.contains(a)) named.partial_axes.push_back(mesh[a].name);
   return to_string(named);
 }
 
@@ -191,7 +181,7 @@ struct fraction {
   if (s.kind == step_kind::permute) {
     bool first = true;
     for (std::size_t a = 0; a < mesh.ndim; ++a)
-      if ((s.axes >> a & 1U) != 0) {
+      if (s.axes.contains(a)) {
         out << (first ? "" : "<->") << mesh[a].name;
         first = false;
       }

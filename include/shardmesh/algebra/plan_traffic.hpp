@@ -5,6 +5,7 @@
 // loops are over one dimension's indices for cyclic dimensions.
 // Pure constexpr; no Kokkos or MPI.
 
+#include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/planner.hpp"
@@ -14,6 +15,8 @@
 #include <vector>
 
 namespace shardmesh {
+
+namespace detail {
 
 // Number of global indices of one dimension held both under `a` at
 // coordinates ca and under `b` at coordinates cb.
@@ -30,10 +33,7 @@ namespace shardmesh {
   std::size_t const n = local_extent(mesh, a, extent, ca);
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t const g = to_global(mesh, a, extent, ca, i);
-    dim_location const at = locate(mesh, b, extent, g);
-    bool held = true;
-    for (std::size_t k = 0; k < b.count; ++k) held = held && at.coordinates[b.axes[k]] == cb[b.axes[k]];
-    count += held ? 1 : 0;
+    count += holds_index(b, locate(mesh, b, extent, g), cb) ? 1U : 0U;
   }
   return count;
 }
@@ -48,64 +48,14 @@ namespace shardmesh {
   return n;
 }
 
+}  // namespace detail
+
 [[nodiscard]] constexpr std::size_t local_size(mesh_shape const& mesh, bound_layout const& l,
                                                tensor_index const& global, std::size_t rank) {
   tensor_index const e = local_extents(mesh, l, global, rank);
   std::size_t n = 1;
   for (std::size_t d = 0; d < l.rank; ++d) n *= e[d];
   return n;
-}
-
-// The rank a permutation step sends to `rank`: its coordinates on the two
-// swapped axes exchanged.
-[[nodiscard]] constexpr std::size_t permutation_source(mesh_shape const& mesh, plan_step const& s, std::size_t rank) {
-  mesh_coordinates c = coordinates_of(mesh, rank);
-  std::size_t x = npos;
-  for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if ((s.axes >> a & 1U) != 0) {
-      if (x == npos) {
-        x = a;
-      } else {
-        std::size_t const t = c[x];
-        c[x] = c[a];
-        c[a] = t;
-      }
-    }
-  return rank_of(mesh, c);
-}
-
-// Position of a rank within the group of ranks that differ from it only on
-// the axes of mask (mixed radix, mesh order).
-[[nodiscard]] constexpr std::size_t group_position(mesh_shape const& mesh, unsigned mask, std::size_t rank) {
-  mesh_coordinates const c = coordinates_of(mesh, rank);
-  std::size_t p = 0;
-  for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if ((mask >> a & 1U) != 0) p = p * mesh.extent(a) + c[a];
-  return p;
-}
-
-// Member i (in group_position order) of the group of `rank` on the axes of mask.
-[[nodiscard]] constexpr std::size_t group_member(mesh_shape const& mesh, unsigned mask, std::size_t rank,
-                                                 std::size_t i) {
-  mesh_coordinates c = coordinates_of(mesh, rank);
-  for (std::size_t a = mesh.ndim; a-- > 0;)
-    if ((mask >> a & 1U) != 0) {
-      c[a] = i % mesh.extent(a);
-      i /= mesh.extent(a);
-    }
-  return rank_of(mesh, c);
-}
-
-// Whether rank `holder` is where rank `to` takes elements from when they
-// move out of layout l: the two agree on every axis that does not shard l.
-[[nodiscard]] constexpr bool holds_for(mesh_shape const& mesh, bound_layout const& l, std::size_t holder,
-                                       std::size_t to) {
-  mesh_coordinates const a = coordinates_of(mesh, holder);
-  mesh_coordinates const b = coordinates_of(mesh, to);
-  unsigned const sharding = sharding_axes(l);
-  for (std::size_t x = 0; x < mesh.ndim; ++x)
-    if ((sharding >> x & 1U) == 0 && a[x] != b[x]) return false;
-  return true;
 }
 
 // Elements `rank` receives in step s. All-reduce is reduce-scatter of the
@@ -119,13 +69,13 @@ namespace shardmesh {
     case step_kind::to_partial: return 0;
     case step_kind::all_gather:
     case step_kind::all_to_all:
-    case step_kind::all_to_all_v: return after - overlap(mesh, s.after, rank, s.before, rank, global);
+    case step_kind::all_to_all_v: return after - detail::overlap(mesh, s.after, rank, s.before, rank, global);
     case step_kind::reduce_scatter: return (n - 1) * after;
     case step_kind::all_reduce: {
       std::size_t const own = block_part(after, n, group_position(mesh, s.axes, rank)).size();
       return (n - 1) * own + (after - own);
     }
-    case step_kind::permute: return permutation_source(mesh, s, rank) == rank ? 0 : after;
+    case step_kind::permute: return permutation_source(mesh, s.axes, rank) == rank ? 0 : after;
   }
   return 0;
 }

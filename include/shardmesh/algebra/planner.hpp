@@ -38,7 +38,7 @@ struct redistribution_plan {
   [[nodiscard]] constexpr std::size_t size() const { return count; }
   [[nodiscard]] constexpr std::size_t communicating_steps() const {
     std::size_t n = 0;
-    for (std::size_t i = 0; i < count; ++i) n += communicates(steps[i].kind) ? 1 : 0;
+    for (std::size_t i = 0; i < count; ++i) n += communicates(steps[i].kind) ? 1U : 0U;
     return n;
   }
 };
@@ -52,11 +52,12 @@ constexpr void append_axis(bound_dim& dim, std::size_t a) { dim.axes[dim.count++
 template <class Visit>
 constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, bound_layout const& target,
                              Visit&& visit) {
-  unsigned const all = (1U << mesh.ndim) - 1;
-  unsigned trivial = 0;  // axes of extent 1: normalized() drops them, no step needs them
-  for (std::size_t a = 0; a < mesh.ndim; ++a) trivial |= mesh.extent(a) == 1 ? 1U << a : 0U;
-  unsigned const free = all & ~sharding_axes(state) & ~state.partial_axes & ~trivial;
-  auto const make = [&](step_kind kind, unsigned axes) {
+  axis_set const all = axis_set::all(mesh.ndim);
+  axis_set trivial;  // axes of extent 1: normalized() drops them, no step needs them
+  for (std::size_t a = 0; a < mesh.ndim; ++a)
+    if (mesh.extent(a) == 1) trivial.insert(a);
+  axis_set const free = all - sharding_axes(state) - state.partial_axes - trivial;
+  auto const make = [&](step_kind kind, axis_set axes) {
     plan_step s;
     s.kind = kind;
     s.axes = axes;
@@ -68,10 +69,10 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
   // slice: a free axis refines a block dimension; or a dimension the target
   // deals cyclically is dealt at once from replicated.
   for (std::size_t a = 0; a < mesh.ndim; ++a) {
-    if ((free >> a & 1U) == 0) continue;
+    if (!free.contains(a)) continue;
     for (std::size_t d = 0; d < state.rank; ++d) {
       if (state.dims[d].dist != distribution::block) continue;
-      plan_step s = make(step_kind::slice, 1U << a);
+      plan_step s = make(step_kind::slice, axis_set::of(a));
       s.to_dim = d;
       append_axis(s.after.dims[d], a);
       visit(s);
@@ -80,9 +81,9 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
   for (std::size_t d = 0; d < state.rank; ++d) {
     bound_dim const& want = target.dims[d];
     if (state.dims[d].count != 0 || want.dist != distribution::cyclic) continue;
-    unsigned axes = 0;
-    for (std::size_t i = 0; i < want.count; ++i) axes |= 1U << want.axes[i];
-    if ((axes & ~free) != 0) continue;
+    axis_set axes;
+    for (std::size_t i = 0; i < want.count; ++i) axes.insert(want.axes[i]);
+    if (!(axes - free).empty()) continue;
     plan_step s = make(step_kind::slice, axes);
     s.to_dim = d;
     s.after.dims[d] = want;
@@ -104,10 +105,10 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
       cut[d] = 0;
     }
     if (d == state.rank) break;
-    plan_step s = make(step_kind::all_gather, 0);
+    plan_step s = make(step_kind::all_gather, {});
     for (std::size_t e = 0; e < state.rank; ++e) {
       bound_dim& dim = s.after.dims[e];
-      for (std::size_t i = dim.count - cut[e]; i < dim.count; ++i) s.axes |= 1U << dim.axes[i];
+      for (std::size_t i = dim.count - cut[e]; i < dim.count; ++i) s.axes.insert(dim.axes[i]);
       dim.count = static_cast<unsigned char>(dim.count - cut[e]);
       if (dim.count == 0) dim = bound_dim{};
     }
@@ -121,11 +122,11 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
     for (std::size_t k = 1; k <= from.count; ++k)
       for (std::size_t d1 = 0; d1 < state.rank; ++d1) {
         if (d1 == d0 || state.dims[d1].dist != distribution::block) continue;
-        plan_step s = make(step_kind::all_to_all, 0);
+        plan_step s = make(step_kind::all_to_all, {});
         s.from_dim = d0;
         s.to_dim = d1;
         for (std::size_t i = from.count - k; i < from.count; ++i) {
-          s.axes |= 1U << from.axes[i];
+          s.axes.insert(from.axes[i]);
           append_axis(s.after.dims[d1], from.axes[i]);
         }
         s.after.dims[d0].count = static_cast<unsigned char>(from.count - k);
@@ -135,19 +136,20 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
 
   // all_reduce and reduce_scatter: any non-empty subset of the partial axes;
   // reduce_scatter appends them to a block dimension in every order.
-  for (unsigned g = state.partial_axes; g != 0; g = (g - 1) & state.partial_axes) {
+  unsigned const partial = state.partial_axes.bits;
+  for (axis_set g{partial}; !g.empty(); g = {(g.bits - 1) & partial}) {  // every non-empty subset
     plan_step reduce = make(step_kind::all_reduce, g);
-    reduce.after.partial_axes &= ~g;
+    reduce.after.partial_axes -= g;
     visit(reduce);
     std::array<unsigned char, max_mesh_axes> order{};
     std::size_t n = 0;
     for (std::size_t a = 0; a < mesh.ndim; ++a)
-      if ((g >> a & 1U) != 0) order[n++] = static_cast<unsigned char>(a);
+      if (g.contains(a)) order[n++] = static_cast<unsigned char>(a);
     do {
       for (std::size_t d = 0; d < state.rank; ++d) {
         if (state.dims[d].dist != distribution::block) continue;
         plan_step s = make(step_kind::reduce_scatter, g);
-        s.after.partial_axes &= ~g;
+        s.after.partial_axes -= g;
         s.to_dim = d;
         for (std::size_t i = 0; i < n; ++i) append_axis(s.after.dims[d], order[i]);
         visit(s);
@@ -156,11 +158,11 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
   }
 
   // to_partial: a free axis the target is partial on.
-  if (state.partial_axes == 0 || state.op == target.op)
+  if (state.partial_axes.empty() || state.op == target.op)
     for (std::size_t a = 0; a < mesh.ndim; ++a) {
-      if ((free >> a & 1U) == 0 || (target.partial_axes >> a & 1U) == 0) continue;
-      plan_step s = make(step_kind::to_partial, 1U << a);
-      s.after.partial_axes |= 1U << a;
+      if (!free.contains(a) || !target.partial_axes.contains(a)) continue;
+      plan_step s = make(step_kind::to_partial, axis_set::of(a));
+      s.after.partial_axes.insert(a);
       s.after.op = target.op;
       visit(s);
     }
@@ -169,28 +171,29 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
   for (std::size_t x = 0; x < mesh.ndim; ++x)
     for (std::size_t y = x + 1; y < mesh.ndim; ++y) {
       if (mesh.extent(x) != mesh.extent(y)) continue;
-      bool const both_free = (free >> x & 1U) != 0 && (free >> y & 1U) != 0;
-      bool const both_partial = (state.partial_axes >> x & 1U) != 0 && (state.partial_axes >> y & 1U) != 0;
+      bool const both_free = free.contains(x) && free.contains(y);
+      bool const both_partial = state.partial_axes.contains(x) && state.partial_axes.contains(y);
       if (both_free || both_partial) continue;
-      plan_step s = make(step_kind::permute, (1U << x) | (1U << y));
+      axis_set const pair = axis_set::of(x) | axis_set::of(y);
+      plan_step s = make(step_kind::permute, pair);
       for (std::size_t d = 0; d < state.rank; ++d)
         for (std::size_t i = 0; i < state.dims[d].count; ++i) {
           auto& a = s.after.dims[d].axes[i];
           a = static_cast<unsigned char>(a == x ? y : a == y ? x : a);
         }
-      unsigned const px = state.partial_axes >> x & 1U;
-      unsigned const py = state.partial_axes >> y & 1U;
-      s.after.partial_axes = (state.partial_axes & ~((1U << x) | (1U << y))) | (px << y) | (py << x);
+      s.after.partial_axes = state.partial_axes - pair;
+      if (state.partial_axes.contains(x)) s.after.partial_axes.insert(y);
+      if (state.partial_axes.contains(y)) s.after.partial_axes.insert(x);
       visit(s);
     }
 
   // all_to_all_v: straight to the target less its partial axes, moving
   // exactly what each rank needs and does not hold. Generated last: on equal
   // cost the structured collectives win.
-  if (state.partial_axes == 0) {
+  if (state.partial_axes.empty()) {
     plan_step s = make(step_kind::all_to_all_v, all);
     s.after = target;
-    s.after.partial_axes = 0;
+    s.after.partial_axes = {};
     s.after.op = reduce_op::sum;
     if (!(s.after == state)) visit(s);
   }
@@ -202,8 +205,8 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
 // op sum, and axis slots past a dimension's count are zero.
 constexpr bound_layout normalized(mesh_shape const& mesh, bound_layout l) {
   for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if (mesh.extent(a) == 1) l.partial_axes &= ~(1U << a);
-  if (l.partial_axes == 0) l.op = reduce_op::sum;
+    if (mesh.extent(a) == 1) l.partial_axes.erase(a);
+  if (l.partial_axes.empty()) l.op = reduce_op::sum;
   for (std::size_t d = 0; d < l.rank; ++d) {
     bound_dim& dim = l.dims[d];
     unsigned char kept = 0;
@@ -345,10 +348,10 @@ class state_table {
 }
 
 // The plan of a transition between constant layouts, checked and planned at
-// compile time: constexpr auto p = plan<mesh, from, to>();
+// compile time: constexpr auto p = static_plan<mesh, from, to>();
 template <mesh_shape Mesh, layout From, layout To>
-consteval redistribution_plan plan() {
-  static_assert(require_valid<mesh_error("plan", Mesh)>());
+consteval redistribution_plan static_plan() {
+  static_assert(require_valid<mesh_error("static_plan", Mesh)>());
   static_assert(check_transition<Mesh, From, To>());
   return plan_redistribution(Mesh, From, To);
 }

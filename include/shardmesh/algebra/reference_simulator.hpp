@@ -4,8 +4,10 @@
 // exact semantics (reductions included), and count the elements every rank
 // sends and receives. Element by element and slow on purpose: it is the
 // serial reference the planner and the runtime are checked against.
-// No Kokkos or MPI.
+// Not part of the umbrella header: include it in tests. Its names live in
+// shardmesh::reference. No Kokkos or MPI.
 
+#include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
@@ -20,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace shardmesh {
+namespace shardmesh::reference {
 
 // Every rank's local shard of a tensor, each row-major in its local extents.
 struct simulated_tensor {
@@ -82,9 +84,9 @@ inline double combine(reduce_op op, double a, double b) {
 }
 
 // Ranks that differ from rank only on the axes of mask, in group order.
-inline std::vector<std::size_t> group_of(mesh_shape const& mesh, unsigned mask, std::size_t rank) {
-  std::vector<std::size_t> members(group_size(mesh, mask));
-  for (std::size_t i = 0; i < members.size(); ++i) members[i] = group_member(mesh, mask, rank, i);
+inline std::vector<std::size_t> group_of(mesh_shape const& mesh, axis_set axes, std::size_t rank) {
+  std::vector<std::size_t> members(group_size(mesh, axes));
+  for (std::size_t i = 0; i < members.size(); ++i) members[i] = group_member(mesh, axes, rank, i);
   return members;
 }
 
@@ -127,7 +129,7 @@ inline simulated_tensor cut(mesh_shape const& mesh, bound_layout const& l, tenso
     detail::for_each_local(mesh, l, global, r, [&](std::size_t local, tensor_index const& g) {
       std::size_t const flat = detail::flat_index(global, g, l.rank);
       double const v = values[flat];
-      t.shards[r][local] = l.partial_axes == 0 ? v : detail::contribution(l.op, v, k, partial_count, flat);
+      t.shards[r][local] = l.partial_axes.empty() ? v : detail::contribution(l.op, v, k, partial_count, flat);
     });
   }
   return t;
@@ -137,7 +139,7 @@ inline simulated_tensor cut(mesh_shape const& mesh, bound_layout const& l, tenso
 // shards of its layout without them. A tensor that is not partial is returned as is.
 inline simulated_tensor reduced(simulated_tensor const& t) {
   simulated_tensor out = t;
-  out.layout.partial_axes = 0;
+  out.layout.partial_axes = {};
   out.layout.op = reduce_op::sum;
   for (std::size_t r = 0; r < t.mesh.size(); ++r) {
     std::vector<double>& shard = out.shards[r];
@@ -170,12 +172,11 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
           tensor_index at{};
           for (std::size_t d = 0; d < s.before.rank; ++d) {
             dim_location const where = locate(mesh, s.before.dims[d], t.global[d], g[d]);
-            for (std::size_t i = 0; i < s.before.dims[d].count; ++i)
-              holder[s.before.dims[d].axes[i]] = where.coordinates[s.before.dims[d].axes[i]];
+            holder = moved_to_index(s.before.dims[d], where, holder);
             at[d] = where.local;
           }
           for (std::size_t a = 0; a < mesh.ndim; ++a)
-            if (holder[a] != c[a] && (s.axes >> a & 1U) == 0)
+            if (holder[a] != c[a] && !s.axes.contains(a))
               throw std::logic_error("simulate: " + std::string(to_string(mesh, s).view()) + " needs data from outside its group");
           std::size_t const q = rank_of(mesh, holder);
           tensor_index const held = local_extents(mesh, s.before, t.global, q);
@@ -221,7 +222,7 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
         break;
       }
       case step_kind::permute: {
-        std::size_t const q = permutation_source(mesh, s, r);
+        std::size_t const q = permutation_source(mesh, s.axes, r);
         next[r] = t.shards[q];
         if (q != r) {
           traffic.received[r] += next[r].size();
@@ -242,4 +243,4 @@ inline simulated_traffic simulate(redistribution_plan const& plan, simulated_ten
   return traffic;
 }
 
-}  // namespace shardmesh
+}  // namespace shardmesh::reference

@@ -15,6 +15,7 @@
 //
 // Pure constexpr; no Kokkos or MPI.
 
+#include "shardmesh/algebra/axis_set.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 
@@ -39,7 +40,7 @@ struct bound_dim {
 struct bound_layout {
   std::array<bound_dim, max_tensor_rank> dims{};
   std::size_t rank = 0;
-  unsigned partial_axes = 0;  // bit a: partial on mesh axis a
+  axis_set partial_axes;  // the mesh axes the tensor is partial on
   reduce_op op = reduce_op::sum;
   constexpr bool operator==(bound_layout const&) const = default;
 };
@@ -57,7 +58,7 @@ struct bound_layout {
     for (std::size_t i = 0; i < l[d].axes.count; ++i)
       b.dims[d].axes[i] = static_cast<unsigned char>(mesh.find(l[d].axes.names[i].view()));
   }
-  for (std::size_t i = 0; i < l.partial_axes.count; ++i) b.partial_axes |= 1U << mesh.find(l.partial_axes.names[i].view());
+  for (std::size_t i = 0; i < l.partial_axes.count; ++i) b.partial_axes.insert(mesh.find(l.partial_axes.names[i].view()));
   return b;
 }
 
@@ -163,6 +164,22 @@ struct dim_location {
   return where;
 }
 
+// Whether the ranks at coordinates c hold the index that `at` locates in a
+// dimension placed by dim: they agree with it on the dimension's axes.
+[[nodiscard]] constexpr bool holds_index(bound_dim const& dim, dim_location const& at, mesh_coordinates const& c) {
+  for (std::size_t k = 0; k < dim.count; ++k)
+    if (at.coordinates[dim.axes[k]] != c[dim.axes[k]]) return false;
+  return true;
+}
+
+// c moved onto the coordinates that hold the index `at` locates in a
+// dimension placed by dim (only the dimension's axes change).
+[[nodiscard]] constexpr mesh_coordinates moved_to_index(bound_dim const& dim, dim_location const& at,
+                                                        mesh_coordinates c) {
+  for (std::size_t k = 0; k < dim.count; ++k) c[dim.axes[k]] = at.coordinates[dim.axes[k]];
+  return c;
+}
+
 // Local extents of every dimension on a rank.
 [[nodiscard]] constexpr tensor_index local_extents(mesh_shape const& mesh, bound_layout const& l,
                                                    tensor_index const& global, std::size_t rank) {
@@ -195,7 +212,7 @@ struct location {
   mesh_coordinates c{};
   for (std::size_t d = 0; d < l.rank; ++d) {
     dim_location const at = locate(mesh, l.dims[d], global[d], g[d]);
-    for (std::size_t i = 0; i < l.dims[d].count; ++i) c[l.dims[d].axes[i]] = at.coordinates[l.dims[d].axes[i]];
+    c = moved_to_index(l.dims[d], at, c);
     where.local[d] = at.local;
   }
   where.rank = rank_of(mesh, c);

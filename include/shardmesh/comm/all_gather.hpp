@@ -21,12 +21,12 @@ namespace shardmesh {
 template <class T, class Space>
 [[nodiscard]] request iall_gather_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                     Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts,
-                                    completion when = completion::deferred) {
+                                    completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   auto const displs = detail::keep(detail::displacements(counts));
-  return detail::post("all_gather", when, counts[me] * (counts.size() - 1), detail::sum_except(counts, me), send, recv,
-                      {mpi_counts, displs}, [&](T* in, T* out, MPI_Request* r) {
+  return detail::post(comm, "all_gather", when, counts[me] * (counts.size() - 1), detail::sum_except(counts, me), send,
+                      recv, {mpi_counts, displs}, exec, [&](T* in, T* out, MPI_Request* r) {
                         detail::blocking_or_not(r, MPI_Allgatherv, MPI_Iallgatherv, in, (*mpi_counts)[me],
                                                 mpi_type<T>(), out, mpi_counts->data(), displs->data(), mpi_type<T>(),
                                                 comm.get());
@@ -35,25 +35,27 @@ template <class T, class Space>
 
 template <class T, class Space>
 void all_gather_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
-                  std::vector<std::size_t> const& counts) {
-  iall_gather_v(comm, send, recv, counts, completion::immediate).wait();
+                  std::vector<std::size_t> const& counts, execution_space_of<Space> const& exec = {}) {
+  iall_gather_v(comm, send, recv, counts, completion::immediate, exec).wait();
 }
 
 // MPI_Iallgather: equal blocks, recv.extent(0) == comm.size() * send.extent(0).
 template <class T, class Space>
 [[nodiscard]] request iall_gather(communicator const& comm, Kokkos::View<T*, Space> send,
-                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred) {
+                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred,
+                                  execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = send.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(send.extent(0));
-  return detail::post("all_gather", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
+  return detail::post(comm, "all_gather", when, moved, moved, send, recv, {}, exec, [&](T* in, T* out, MPI_Request* r) {
     detail::blocking_or_not(r, MPI_Allgather, MPI_Iallgather, in, count, mpi_type<T>(), out, count, mpi_type<T>(),
                             comm.get());
   });
 }
 
 template <class T, class Space>
-void all_gather(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv) {
-  iall_gather(comm, send, recv, completion::immediate).wait();
+void all_gather(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
+                execution_space_of<Space> const& exec = {}) {
+  iall_gather(comm, send, recv, completion::immediate, exec).wait();
 }
 
 }  // namespace shardmesh

@@ -1,7 +1,8 @@
 #pragma once
-// All-reduce over a communicator, in place. Bytes are counted as the
-// bandwidth-optimal algorithm moves them: a reduce-scatter of the buffer in
-// n blocks, then an all-gather of the reduced blocks.
+// All-reduce over a communicator, in place or from one buffer into another.
+// Bytes are counted as the bandwidth-optimal algorithm moves them: a
+// reduce-scatter of the buffer in n blocks, then an all-gather of the
+// reduced blocks.
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
@@ -17,15 +18,39 @@
 
 namespace shardmesh {
 
+namespace detail {
+
+inline std::size_t all_reduce_moved(communicator const& comm, std::size_t count) {
+  auto const n = static_cast<std::size_t>(comm.size());
+  std::size_t const own = block_part(count, n, static_cast<std::size_t>(comm.rank())).size();
+  return (n - 1) * own + (count - own);
+}
+
+}  // namespace detail
+
+// MPI_Iallreduce into recv. Precondition: send and recv have equal extents
+// and do not overlap.
+template <class T, class Space>
+[[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
+                                  reduce_op op, completion when = completion::deferred,
+                                  execution_space_of<Space> const& exec = {}) {
+  std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
+  int const count = detail::mpi_count(recv.extent(0));
+  return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec,
+                      [&](T* in, T* out, MPI_Request* r) {
+                        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, in, out, count, mpi_type<T>(),
+                                                mpi_op(op), comm.get());
+                      });
+}
+
+// MPI_Iallreduce in place: data holds this rank's contribution, then the result.
 template <class T, class Space>
 [[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op,
-                                  completion when = completion::deferred) {
-  auto const n = static_cast<std::size_t>(comm.size());
-  std::size_t const own = block_part(data.extent(0), n, static_cast<std::size_t>(comm.rank())).size();
-  std::size_t const moved = (n - 1) * own + (data.extent(0) - own);
+                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
+  std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
   int const count = detail::mpi_count(data.extent(0));
   return detail::post(
-      "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {},
+      comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
       [&](T*, T* inout, MPI_Request* r) {
         detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count, mpi_type<T>(),
                                 mpi_op(op), comm.get());
@@ -34,8 +59,15 @@ template <class T, class Space>
 }
 
 template <class T, class Space>
-void all_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op) {
-  iall_reduce(comm, data, op, completion::immediate).wait();
+void all_reduce(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, reduce_op op,
+                execution_space_of<Space> const& exec = {}) {
+  iall_reduce(comm, send, recv, op, completion::immediate, exec).wait();
+}
+
+template <class T, class Space>
+void all_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op,
+                execution_space_of<Space> const& exec = {}) {
+  iall_reduce(comm, data, op, completion::immediate, exec).wait();
 }
 
 }  // namespace shardmesh

@@ -1,12 +1,15 @@
 #pragma once
-// Calls and bytes of every collective this process issued, so that tests can
-// assert "one all-to-all, 3/4 of the local tensor" and benchmarks can report
-// bytes against the lower bound. Bytes are what this rank sent to and
-// received from other ranks; data a rank keeps is not counted.
+// Calls and bytes of every collective issued on a communicator and the
+// communicators split from it (a mesh and its axis groups), so that tests
+// can assert "one all-to-all, 3/4 of the local tensor" and benchmarks can
+// report bytes against the lower bound. Bytes are what this rank sent to and
+// received from other ranks; data a rank keeps is not counted. Safe to
+// share between threads.
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -21,17 +24,22 @@ struct collective_count {
 
 class comm_counters {
  public:
+  using table = std::map<std::string, collective_count, std::less<>>;
+
   void record(std::string_view collective, std::uint64_t sent, std::uint64_t received) {
+    std::lock_guard lock(mutex_);
     auto& c = counts_[std::string(collective)];
     ++c.calls;
     c.bytes_sent += sent;
     c.bytes_received += received;
   }
   [[nodiscard]] collective_count operator[](std::string_view collective) const {
-    auto const it = counts_.find(std::string(collective));
+    std::lock_guard lock(mutex_);
+    auto const it = counts_.find(collective);
     return it == counts_.end() ? collective_count{} : it->second;
   }
   [[nodiscard]] collective_count total() const {
+    std::lock_guard lock(mutex_);
     collective_count sum;
     for (auto const& [name, c] : counts_) {
       sum.calls += c.calls;
@@ -40,17 +48,19 @@ class comm_counters {
     }
     return sum;
   }
-  [[nodiscard]] std::map<std::string, collective_count, std::less<>> const& all() const { return counts_; }
-  void reset() { counts_.clear(); }
+  // A copy: the table may change while the caller reads it.
+  [[nodiscard]] table all() const {
+    std::lock_guard lock(mutex_);
+    return counts_;
+  }
+  void reset() {
+    std::lock_guard lock(mutex_);
+    counts_.clear();
+  }
 
  private:
-  std::map<std::string, collective_count, std::less<>> counts_;
+  mutable std::mutex mutex_;
+  table counts_;
 };
-
-// This process's counters.
-inline comm_counters& counters() {
-  static comm_counters instance;
-  return instance;
-}
 
 }  // namespace shardmesh

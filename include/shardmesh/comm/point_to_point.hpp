@@ -17,29 +17,30 @@ namespace shardmesh {
 
 template <class T, class Space>
 [[nodiscard]] request iexchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination,
-                                Kokkos::View<T*, Space> recv, int source, int tag = 0) {
+                                Kokkos::View<T*, Space> recv, int source, int tag = 0, execution_space_of<Space> const& exec = {}) {
   Kokkos::Profiling::ScopedRegion region("shardmesh::point_to_point");
   int const me = comm.rank();
   if (destination == me && source == me) {
-    detail::count_call<T>("point_to_point", 0, 0);
-    Kokkos::deep_copy(recv, send);
+    detail::count_call<T>(comm, "point_to_point", 0, 0);
+    Kokkos::deep_copy(exec, recv, send);
+    exec.fence("shardmesh::point_to_point");
     return {};
   }
-  detail::count_call<T>("point_to_point", destination == me ? 0 : send.extent(0),
+  detail::count_call<T>(comm, "point_to_point", destination == me ? 0 : send.extent(0),
                         source == me ? 0 : recv.extent(0));
   staged_buffer<T, Space> in(send);
   staged_buffer<T, Space> out(recv);
-  in.to_mpi();
+  in.to_mpi(exec);
   MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   MPI_Irecv(out.data(), detail::mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);
   MPI_Isend(in.data(), detail::mpi_count(send.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r[1]);
-  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out] { out.from_mpi(); });
+  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out, exec] { out.from_mpi(exec); });
 }
 
 template <class T, class Space>
 void exchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination, Kokkos::View<T*, Space> recv,
-              int source, int tag = 0) {
-  iexchange(comm, send, destination, recv, source, tag).wait();
+              int source, int tag = 0, execution_space_of<Space> const& exec = {}) {
+  iexchange(comm, send, destination, recv, source, tag, exec).wait();
 }
 
 }  // namespace shardmesh

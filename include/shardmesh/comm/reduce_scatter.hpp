@@ -22,11 +22,12 @@ namespace shardmesh {
 template <class T, class Space>
 [[nodiscard]] request ireduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                         Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts,
-                                        reduce_op op, completion when = completion::deferred) {
+                                        reduce_op op, completion when = completion::deferred,
+                                        execution_space_of<Space> const& exec = {}) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
-  return detail::post("reduce_scatter", when, detail::sum_except(counts, me), counts[me] * (counts.size() - 1), send, recv,
-                      {mpi_counts}, [&](T* in, T* out, MPI_Request* r) {
+  return detail::post(comm, "reduce_scatter", when, detail::sum_except(counts, me), counts[me] * (counts.size() - 1),
+                      send, recv, {mpi_counts}, exec, [&](T* in, T* out, MPI_Request* r) {
                         detail::blocking_or_not(r, MPI_Reduce_scatter, MPI_Ireduce_scatter, in, out,
                                                 mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get());
                       });
@@ -34,18 +35,19 @@ template <class T, class Space>
 
 template <class T, class Space>
 void reduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
-                      std::vector<std::size_t> const& counts, reduce_op op) {
-  ireduce_scatter_v(comm, send, recv, counts, op, completion::immediate).wait();
+                      std::vector<std::size_t> const& counts, reduce_op op, execution_space_of<Space> const& exec = {}) {
+  ireduce_scatter_v(comm, send, recv, counts, op, completion::immediate, exec).wait();
 }
 
 // MPI_Ireduce_scatter_block: equal blocks, send.extent(0) == comm.size() * recv.extent(0).
 template <class T, class Space>
 [[nodiscard]] request ireduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send,
                                       Kokkos::View<T*, Space> recv, reduce_op op,
-                                      completion when = completion::deferred) {
+                                      completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = recv.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(recv.extent(0));
-  return detail::post("reduce_scatter", when, moved, moved, send, recv, {}, [&](T* in, T* out, MPI_Request* r) {
+  return detail::post(comm, "reduce_scatter", when, moved, moved, send, recv, {}, exec,
+                      [&](T* in, T* out, MPI_Request* r) {
     detail::blocking_or_not(r, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, in, out, count, mpi_type<T>(),
                             mpi_op(op), comm.get());
   });
@@ -53,8 +55,8 @@ template <class T, class Space>
 
 template <class T, class Space>
 void reduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
-                    reduce_op op) {
-  ireduce_scatter(comm, send, recv, op, completion::immediate).wait();
+                    reduce_op op, execution_space_of<Space> const& exec = {}) {
+  ireduce_scatter(comm, send, recv, op, completion::immediate, exec).wait();
 }
 
 }  // namespace shardmesh

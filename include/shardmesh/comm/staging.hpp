@@ -30,6 +30,10 @@ inline bool gpu_aware_mpi() {
 #endif
 }
 
+// The execution space that works on data in Space (a memory space or a device).
+template <class Space>
+using execution_space_of = typename Space::execution_space;
+
 template <class Space>
 inline constexpr bool host_accessible_v = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible;
 
@@ -52,13 +56,19 @@ class staged_buffer {
   }
   // The pointer to hand MPI.
   [[nodiscard]] T* data() const { return host_.data() != nullptr ? host_.data() : view_.data(); }
-  // Before MPI reads the buffer.
-  void to_mpi() const {
-    if (host_.data() != nullptr) Kokkos::deep_copy(host_, view_);
+  // Before MPI reads the buffer: copied on exec, which is then fenced.
+  template <class ExecutionSpace>
+  void to_mpi(ExecutionSpace const& exec) const {
+    if (host_.data() == nullptr) return;
+    Kokkos::deep_copy(exec, host_, view_);
+    exec.fence("shardmesh::staging");
   }
-  // After MPI wrote the buffer.
-  void from_mpi() const {
-    if (host_.data() != nullptr) Kokkos::deep_copy(view_, host_);
+  // After MPI wrote the buffer: copied on exec, which is then fenced.
+  template <class ExecutionSpace>
+  void from_mpi(ExecutionSpace const& exec) const {
+    if (host_.data() == nullptr) return;
+    Kokkos::deep_copy(exec, view_, host_);
+    exec.fence("shardmesh::staging");
   }
 
  private:

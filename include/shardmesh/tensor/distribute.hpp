@@ -6,14 +6,15 @@
 //   auto x = distribute<rows>(mesh, global, 0);       // rank 0 does; it scatters
 //
 // For a partial layout, the ranks at partial coordinate 0 hold the values and
-// the others the op's identity. Collective over the mesh.
+// the others the op's identity. Collective over the mesh. An execution-space
+// instance may be given last: the shard is filled on it, and it is fenced
+// before the call returns.
 
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/validation.hpp"
-#include "shardmesh/comm/counters.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
-#include "shardmesh/comm/device_mesh.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/tensor/detail/agreement.hpp"
@@ -26,6 +27,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardmesh {
@@ -42,9 +44,19 @@ inline bound_layout replicated_layout(std::size_t rank) {
   return r;
 }
 
+// The instance for work on host copies: exec itself if it runs on the host,
+// else the host space's default instance (not the caller's device instance).
+template <class ExecutionSpace>
+auto host_instance(ExecutionSpace const& exec) {
+  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
+    return exec;
+  else
+    return Kokkos::DefaultHostExecutionSpace{};
+}
+
 // l without its partial axes.
 inline bound_layout without_partial(bound_layout l) {
-  l.partial_axes = 0;
+  l.partial_axes = {};
   l.op = reduce_op::sum;
   return l;
 }
@@ -53,7 +65,8 @@ inline bound_layout without_partial(bound_layout l) {
 
 template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class GlobalView>
 [[nodiscard]] dynamic_dtensor<typename GlobalView::non_const_value_type, GlobalView::rank(), MemorySpace> distribute(
-    device_mesh const& mesh, layout const& l, GlobalView const& global, int root = all_ranks) {
+    device_mesh const& mesh, layout const& l, GlobalView const& global, int root = all_ranks,
+    execution_space_of<MemorySpace> const& exec = {}) {
   using T = typename GlobalView::non_const_value_type;
   constexpr std::size_t Rank = GlobalView::rank();
   using result = dynamic_dtensor<T, Rank, MemorySpace>;
@@ -69,10 +82,16 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   mine.what = detail::fnv1a{}.mix(detail::hash(l)).mix(sizeof(T)).mix(Rank).mix(static_cast<std::uint64_t>(root)).value;
   if (root == all_ranks)
     for (std::size_t d = 0; d < Rank; ++d) mine.global[d] = extents[d];
+  if (holds_global && root != all_ranks) {  // the root scatters every other rank's shard at once
+    std::size_t total = 1;
+    for (std::size_t d = 0; d < Rank; ++d) total *= extents[d];
+    mine.largest_count = total;
+  }
   std::string const tensor = detail::tensor_name(element_name<T>(), Rank, extents) + " " + std::string(to_string(l).view());
   detail::agree(mesh, "distribute", tensor, Rank, mine);
   if (root != all_ranks && (root < 0 || static_cast<std::size_t>(root) >= mesh.size()))
-    throw invalid_layout_error("distribute: root " + std::to_string(root) + " is not a rank of the mesh");
+    throw invalid_root_error("distribute: root " + std::to_string(root) + " is not a rank of the mesh " +
+                             std::string(to_string(mesh.shape()).view()) + " (" + tensor + ")");
   message m = layout_error<T>("distribute", mesh.shape(), l);
   if (m.empty() && l.rank != Rank) m << "distribute: layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
   if (!m.empty()) throw invalid_layout_error(std::string(m.view()));
@@ -85,7 +104,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   bound_layout const target = bind(mesh.shape(), l);
   bound_layout const values = detail::without_partial(target);
   bound_layout const whole = detail::replicated_layout(Rank);
-  using host_space = Kokkos::DefaultHostExecutionSpace;
+  auto const host_exec = detail::host_instance(exec);
   using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
   auto local = detail::allocate<typename result::view_type>("shardmesh::shard",
                                                              local_extents(mesh.shape(), target, extents, me));
@@ -95,8 +114,9 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   if (root == all_ranks) {
     detail::piece_set mine_only;
     mine_only.add(mesh.shape(), whole, me, values, me, extents);
-    detail::transfer<host_space>(detail::device_pieces<Kokkos::HostSpace>(mine_only), Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
-                                 detail::addressing::indexed, host_shard, detail::addressing::indexed);
+    detail::transfer(host_exec, detail::device_pieces<Kokkos::HostSpace>(mine_only, host_exec),
+                     Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
+                     detail::addressing::indexed, host_shard, detail::addressing::indexed);
   } else {
     // The root packs every rank's shard in rank order and scatters them.
     detail::piece_set shards;
@@ -106,38 +126,42 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
                                : local_size(mesh.shape(), values, extents, r);
     host_flat packed("shardmesh::scatter", holds_global ? shards.total : 0);
     if (holds_global)
-      detail::transfer<host_space>(detail::device_pieces<Kokkos::HostSpace>(shards), Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
-                                   detail::addressing::indexed, packed, detail::addressing::packed);
-    host_space{}.fence();
+      detail::transfer(host_exec, detail::device_pieces<Kokkos::HostSpace>(shards, host_exec),
+                       Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
+                       detail::addressing::indexed, packed, detail::addressing::packed);
+    host_exec.fence("shardmesh::distribute");
     auto const mpi_counts = detail::mpi_counts(counts);
     auto const displs = detail::displacements(counts);
     MPI_Scatterv(packed.data(), mpi_counts.data(), displs.data(), mpi_type<T>(), host.data(), mpi_counts[me],
                  mpi_type<T>(), root, mesh.comm().get());
-    counters().record("scatter", holds_global ? detail::sum_except(counts, me) * sizeof(T) : 0,
+    mesh.counters().record("scatter", holds_global ? detail::sum_except(counts, me) * sizeof(T) : 0,
                       holds_global ? 0 : counts[me] * sizeof(T));
   }
-  host_space{}.fence();
+  host_exec.fence("shardmesh::distribute");
   if (group_position(mesh.shape(), target.partial_axes, me) != 0)
-    Kokkos::deep_copy(host, detail::reduction_identity<T>(target.op));
-  Kokkos::deep_copy(local, host);
+    Kokkos::deep_copy(host_exec, host, detail::reduction_identity<T>(target.op));
+  Kokkos::deep_copy(exec, local, host);
+  exec.fence("shardmesh::distribute");
   return result::adopt(mesh, l, extents, local);
 }
 
 // A constant layout.
 template <layout Layout, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class GlobalView>
 [[nodiscard]] dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace> distribute(
-    device_mesh const& mesh, GlobalView const& global, int root = all_ranks) {
+    device_mesh const& mesh, GlobalView const& global, int root = all_ranks,
+    execution_space_of<MemorySpace> const& exec = {}) {
   return dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace>(
-      distribute<MemorySpace>(mesh, Layout, global, root));
+      distribute<MemorySpace>(mesh, Layout, global, root, exec));
 }
 
 // A constant layout on a mesh with constant axis names: the axes are checked at compile time.
 template <layout Layout, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, mesh_shape Shape,
           class GlobalView>
 [[nodiscard]] dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace> distribute(
-    static_mesh<Shape> const& mesh, GlobalView const& global, int root = all_ranks) {
+    static_mesh<Shape> const& mesh, GlobalView const& global, int root = all_ranks,
+    execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(check_layout<Shape, Layout, typename GlobalView::non_const_value_type>());
-  return distribute<Layout, MemorySpace>(static_cast<device_mesh const&>(mesh), global, root);
+  return distribute<Layout, MemorySpace>(static_cast<device_mesh const&>(mesh), global, root, exec);
 }
 
 }  // namespace shardmesh

@@ -6,15 +6,17 @@
 //                                     planned once, spelled in the type
 //   dynamic_dtensor<T, Rank, MemorySpace>  the layout is chosen at run time
 //
-// Both are cheap handles (the View is reference-counted) and every
-// operation on them is collective over the mesh.
+// Both are cheap handles (the View is reference-counted, the mesh a shared
+// handle that the tensor keeps alive) and every operation on them is
+// collective over the mesh.
 
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/algebra/validation.hpp"
-#include "shardmesh/comm/device_mesh.hpp"
+#include "shardmesh/comm/staging.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/tensor/detail/agreement.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -62,7 +64,7 @@ class dynamic_dtensor {
  public:
   using value_type = T;
   using memory_space = MemorySpace;
-  using execution_space = typename MemorySpace::execution_space;
+  using execution_space = execution_space_of<MemorySpace>;
   using view_type = Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, MemorySpace>;
   using extents_type = std::array<std::size_t, Rank>;
   static constexpr std::size_t rank = Rank;
@@ -74,7 +76,7 @@ class dynamic_dtensor {
   // valid on the mesh, and that every local shard has the extents the
   // layout gives its rank; throws the same exception on every rank otherwise.
   dynamic_dtensor(device_mesh const& mesh, layout const& l, extents_type const& global, view_type local)
-      : mesh_(&mesh), layout_(l), local_(std::move(local)) {
+      : mesh_(mesh), layout_(l), local_(std::move(local)) {
     for (std::size_t d = 0; d < Rank; ++d) global_[d] = global[d];
     std::string const problem = layout_problem("dtensor", l);
     detail::tensor_record mine{};
@@ -96,16 +98,16 @@ class dynamic_dtensor {
   [[nodiscard]] static dynamic_dtensor adopt(device_mesh const& mesh, shardmesh::layout const& l,
                                              tensor_index const& global, view_type local) {
     dynamic_dtensor x;
-    x.mesh_ = &mesh;
+    x.mesh_ = mesh;
     x.layout_ = l;
     x.global_ = global;
     x.local_ = std::move(local);
     return x;
   }
 
-  [[nodiscard]] device_mesh const& mesh() const { return *mesh_; }
+  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
   [[nodiscard]] shardmesh::layout const& layout() const { return layout_; }
-  [[nodiscard]] bound_layout bound() const { return shardmesh::bind(mesh_->shape(), layout_); }
+  [[nodiscard]] bound_layout bound() const { return shardmesh::bind(mesh_.shape(), layout_); }
   [[nodiscard]] tensor_index const& global_extents() const { return global_; }
   [[nodiscard]] view_type const& local() const { return local_; }
 
@@ -117,7 +119,7 @@ class dynamic_dtensor {
   // Why l is no layout for this tensor on its mesh, or empty. The same on
   // every rank that has the same mesh, tensor and l.
   [[nodiscard]] std::string layout_problem(std::string_view operation, shardmesh::layout const& l) const {
-    message m = layout_error<T>(operation, mesh_->shape(), l);
+    message m = layout_error<T>(operation, mesh_.shape(), l);
     if (m.empty() && l.rank != Rank)
       m << operation << ": layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
     if (m.empty()) return {};
@@ -125,7 +127,7 @@ class dynamic_dtensor {
   }
 
  private:
-  device_mesh const* mesh_ = nullptr;
+  device_mesh mesh_;
   shardmesh::layout layout_;
   tensor_index global_{};
   view_type local_;

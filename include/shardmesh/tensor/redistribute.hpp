@@ -10,6 +10,11 @@
 // Collective over the mesh. The input is checked on every rank before any
 // data moves (same exception everywhere on bad input). When the layouts are
 // equal, the result shares the input's View (or is copied into the given one).
+//
+// Every form takes an execution-space instance last (the memory space's
+// default instance if omitted): the kernels run on it, and only it is
+// fenced, before MPI reads a buffer and when the result is complete. The
+// input may still be being written by a kernel on that instance.
 
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/planner.hpp"
@@ -18,9 +23,11 @@
 #include "shardmesh/tensor/detail/agreement.hpp"
 #include "shardmesh/tensor/detail/step_execution.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/runtime/workspace.hpp"
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,7 +43,7 @@ namespace detail {
 template <class T, std::size_t Rank, class MemorySpace>
 output_problem output_problem_of(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                  dynamic_dtensor<T, Rank, MemorySpace> const& into) {
-  if (&into.mesh() != &x.mesh()) return output_problem::other_mesh;
+  if (into.mesh() != x.mesh()) return output_problem::other_mesh;
   if (into.global_extents() != x.global_extents()) return output_problem::other_extents;
   T const* a = x.local().data();
   T const* b = into.local().data();
@@ -44,14 +51,38 @@ output_problem output_problem_of(dynamic_dtensor<T, Rank, MemorySpace> const& x,
   return output_problem::none;
 }
 
+// The largest count or displacement any step of x's redistribution to `to`
+// would hand MPI on this rank, or 0 if the transition is invalid here (the
+// agreement that follows reports why, on every rank).
+template <class T, std::size_t Rank, class MemorySpace>
+std::size_t largest_count(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
+                          execution_space_of<MemorySpace> const& exec) {
+  device_mesh const& mesh = x.mesh();
+  if (!x.layout_problem("redistribute", to).empty() ||
+      !transition_error("redistribute", mesh.shape(), x.layout(), to).empty())
+    return 0;
+  try {
+    auto const plan = mesh.plan(x.bound(), bind(mesh.shape(), to));
+    std::size_t largest = 0;
+    for (std::size_t i = 0; i < plan->size(); ++i)
+      largest = std::max(largest, prepared<MemorySpace>(mesh, (*plan)[i], x.global_extents(), exec)->largest_count);
+    return largest;
+  } catch (error const&) {
+    return 0;  // raised again after the agreement, on every rank
+  }
+}
+
 // Collective: checks that every rank asks for the same transition of x to
-// `to` (into `into`, if given) and that it is valid; throws the same
-// exception on every rank otherwise. One MPI_Allgather of a small record.
+// `to` (into `into`, if given), that it is valid and that every count fits
+// MPI's int on every rank; throws the same exception on every rank
+// otherwise. One MPI_Allgather of a small record.
 template <class T, std::size_t Rank, class MemorySpace>
 void agree_on_transition(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
-                         dynamic_dtensor<T, Rank, MemorySpace> const* into) {
+                         dynamic_dtensor<T, Rank, MemorySpace> const* into,
+                         execution_space_of<MemorySpace> const& exec = {}) {
   device_mesh const& mesh = x.mesh();
   tensor_record mine{};
+  mine.largest_count = largest_count(x, to, exec);
   mine.what = fnv1a{}.mix(hash(x.layout())).mix(hash(to)).mix(sizeof(T)).mix(Rank).mix(into != nullptr).value;
   tensor_index const expected = local_extents(mesh.shape(), x.bound(), x.global_extents(), mesh.rank());
   for (std::size_t d = 0; d < Rank; ++d) {
@@ -78,7 +109,8 @@ enum class agreement { check, done };
 // and get() finish it. Steps run one after another; each step's collective
 // is non-blocking, so work between test() calls overlaps with it. Every
 // step but the last writes into a workspace buffer; the last writes into the
-// output: a new View, or the given tensor's.
+// output: a new View, or the given tensor's. Kernels run on one
+// execution-space instance, the only one fenced.
 template <class Result>
 class redistribution {
   using dynamic = dynamic_dtensor<typename Result::value_type, Result::rank, typename Result::memory_space>;
@@ -86,26 +118,33 @@ class redistribution {
   using value_type = typename Result::value_type;
   using flat_view = Kokkos::View<value_type*, typename Result::memory_space>;
   using lease = typename workspace<typename Result::memory_space>::lease;
+  using execution_space = typename Result::execution_space;
 
  public:
   // Into a new tensor of layout `to`, or, with `into`, into into's shard
   // (its layout is `to`). With completion::immediate every step runs to its
   // end inside the constructor, on MPI's blocking collectives.
   redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr,
-                 completion when = completion::deferred, detail::agreement checked = detail::agreement::check)
-      : mesh_(&x.mesh()),
+                 completion when = completion::deferred, execution_space const& exec = {},
+                 detail::agreement checked = detail::agreement::check)
+      : mesh_(x.mesh()),
         to_(to),
         global_(x.global_extents()),
         when_(when),
+        exec_(exec),
         source_(x.local()),
         current_(flatten(x.local())) {
-    if (checked == detail::agreement::check) detail::agree_on_transition(x, to, into);
-    plan_ = mesh_->plan(x.bound(), bind(mesh_->shape(), to));
+    if (checked == detail::agreement::check) detail::agree_on_transition(x, to, into, exec);
+    plan_ = mesh_.plan(x.bound(), bind(mesh_.shape(), to));
     if (into != nullptr) result_ = into->local();
     writes_into_ = into != nullptr;
-    if (plan_.size() == 0) {
-      if (writes_into_) Kokkos::deep_copy(result_, source_);
-      else result_ = source_;  // equal layouts share the View
+    if (plan_->size() == 0) {
+      if (writes_into_) {
+        Kokkos::deep_copy(exec_, result_, source_);
+        exec_.fence("shardmesh::redistribute");
+      } else {
+        result_ = source_;  // equal layouts share the View
+      }
       return;
     }
     start_next();
@@ -129,34 +168,32 @@ class redistribution {
 
   [[nodiscard]] Result get() {
     wait();
-    dynamic out = dynamic::adopt(*mesh_, to_, global_, result_);
+    dynamic out = dynamic::adopt(mesh_, to_, global_, result_);
     if constexpr (std::is_same_v<Result, dynamic>)
       return out;
     else
       return Result(std::move(out));
   }
 
-  [[nodiscard]] redistribution_plan const& plan() const { return plan_; }
+  [[nodiscard]] redistribution_plan const& plan() const { return *plan_; }
 
  private:
-  using execution_space = typename Result::memory_space::execution_space;
-
   void start_next() {
-    while (next_ < plan_.size()) {
-      plan_step const& s = plan_[next_++];
-      tensor_index const extents = local_extents(mesh_->shape(), s.after, global_, mesh_->rank());
+    while (next_ < plan_->size()) {
+      plan_step const& s = (*plan_)[next_++];
+      tensor_index const extents = local_extents(mesh_.shape(), s.after, global_, mesh_.rank());
       flat_view out;
       std::shared_ptr<lease> buffer;
-      if (next_ < plan_.size()) {
+      if (next_ < plan_->size()) {
         std::size_t n = 1;
         for (std::size_t d = 0; d < Result::rank; ++d) n *= extents[d];
-        buffer = workspace<typename Result::memory_space>::instance().acquire(n * sizeof(value_type));
+        buffer = workspace_of<typename Result::memory_space>(mesh_).acquire(n * sizeof(value_type));
         out = buffer->template as<value_type>(n);
       } else {
         if (!writes_into_) result_ = detail::allocate<view_type>("shardmesh::shard", extents);
         out = flatten(result_);
       }
-      detail::step_operation op = detail::start_step<execution_space>(*mesh_, s, global_, current_, out, when_);
+      detail::step_operation op = detail::start_step(exec_, mesh_, s, global_, current_, out, when_);
       current_ = out;
       input_buffer_ = std::exchange(current_buffer_, buffer);  // MPI may read the input until the step completes
       if (op.pending.test()) {  // local steps and completed collectives go on at once
@@ -178,23 +215,24 @@ class redistribution {
   // workspace when `op` dies, and the next step or the caller reads its output.
   void complete(detail::step_operation& op) {
     if (op.finish) op.finish();
-    execution_space{}.fence();
+    exec_.fence("shardmesh::redistribute");
     input_buffer_.reset();
   }
 
   static flat_view flatten(view_type const& v) { return flat_view(v.data(), v.size()); }
 
-  device_mesh const* mesh_;
+  device_mesh mesh_;
   layout to_;
   tensor_index global_{};
   completion when_;
+  execution_space exec_;
   view_type source_;  // the input, alive until the first step completes
   view_type result_;
   bool writes_into_ = false;
   flat_view current_;                     // the latest step's output
   std::shared_ptr<lease> current_buffer_;  // its memory, unless it is result_
   std::shared_ptr<lease> input_buffer_;    // the memory of the input of the step in flight
-  redistribution_plan plan_;
+  std::shared_ptr<redistribution_plan const> plan_;
   std::size_t next_ = 0;
   std::optional<detail::step_operation> op_;
 };
@@ -202,53 +240,59 @@ class redistribution {
 // Run-time layouts.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
-    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to) {
-  return {x, to};
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to, execution_space_of<MemorySpace> const& exec = {}) {
+  return {x, to, nullptr, completion::deferred, exec};
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x,
-                                                                 layout const& to) {
-  return redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, to, nullptr, completion::immediate).get();
+                                                                 layout const& to,
+                                                                 execution_space_of<MemorySpace> const& exec = {}) {
+  return redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, to, nullptr, completion::immediate, exec).get();
 }
 
 // Into an existing tensor: y's shard receives x in y's layout. y lives on
 // x's mesh, has x's global extents and shares no memory with x.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
-    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y) {
-  return {x, y.layout(), &y};
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y,
+    execution_space_of<MemorySpace> const& exec = {}) {
+  return {x, y.layout(), &y, completion::deferred, exec};
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
-void redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y) {
-  redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, y.layout(), &y, completion::immediate).wait();
+void redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y,
+                  execution_space_of<MemorySpace> const& exec = {}) {
+  redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, y.layout(), &y, completion::immediate, exec).wait();
 }
 
 // Constant layouts: what does not depend on the mesh is checked at compile time.
 template <layout To, class T, layout From, class MemorySpace>
-[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(dtensor<T, From, MemorySpace> const& x) {
+[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(
+    dtensor<T, From, MemorySpace> const& x, execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
-  return {x, To};
+  return {x, To, nullptr, completion::deferred, exec};
 }
 
 template <layout To, class T, layout From, class MemorySpace>
-[[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x) {
+[[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x,
+                                                       execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
-  return redistribution<dtensor<T, To, MemorySpace>>(x, To, nullptr, completion::immediate).get();
+  return redistribution<dtensor<T, To, MemorySpace>>(x, To, nullptr, completion::immediate, exec).get();
 }
 
 template <class T, layout From, layout To, class MemorySpace>
-[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(dtensor<T, From, MemorySpace> const& x,
-                                                                             dtensor<T, To, MemorySpace>& y) {
+[[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(
+    dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y, execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
-  return {x, To, &y};
+  return {x, To, &y, completion::deferred, exec};
 }
 
 template <class T, layout From, layout To, class MemorySpace>
-void redistribute(dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y) {
+void redistribute(dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y,
+                  execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
-  redistribution<dtensor<T, To, MemorySpace>>(x, To, &y, completion::immediate).wait();
+  redistribution<dtensor<T, To, MemorySpace>>(x, To, &y, completion::immediate, exec).wait();
 }
 
 }  // namespace shardmesh

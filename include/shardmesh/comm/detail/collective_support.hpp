@@ -2,9 +2,11 @@
 // What every collective wrapper needs: MPI's int counts and displacements,
 // and posting one non-blocking call (profiling region, counters, staging).
 
+#include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/counters.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/staging.hpp"
+#include "shardmesh/errors.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
@@ -14,7 +16,6 @@
 #include <cstddef>
 #include <memory>
 #include <numeric>
-#include <stdexcept>
 #include <string>
 #include <initializer_list>
 #include <utility>
@@ -22,9 +23,12 @@
 
 namespace shardmesh::detail {
 
+// Redistributions check every count on every rank before any data moves
+// (agreement.hpp); this catches direct calls of the collectives, which, like
+// MPI's, must be given counts that fit on every rank.
 inline int mpi_count(std::size_t n) {
   if (n > static_cast<std::size_t>(INT_MAX))
-    throw std::length_error("shardmesh: " + std::to_string(n) + " elements exceed an MPI count (INT_MAX)");
+    throw count_overflow_error("shardmesh: " + std::to_string(n) + " elements exceed an MPI count (INT_MAX)");
   return static_cast<int>(n);
 }
 
@@ -57,10 +61,10 @@ inline std::size_t sum_except(std::vector<std::size_t> const& counts, std::size_
 using kept_ints = std::shared_ptr<std::vector<int> const>;
 inline kept_ints keep(std::vector<int> values) { return std::make_shared<std::vector<int> const>(std::move(values)); }
 
-// Records a call of `name` moving `sent` and `received` elements of T.
+// Records a call of `name` on comm moving `sent` and `received` elements of T.
 template <class T>
-void count_call(char const* name, std::size_t sent, std::size_t received) {
-  counters().record(name, sent * sizeof(T), received * sizeof(T));
+void count_call(communicator const& comm, char const* name, std::size_t sent, std::size_t received) {
+  comm.counters().record(name, sent * sizeof(T), received * sizeof(T));
 }
 
 // Calls MPI's blocking collective when there is no request to fill, its
@@ -73,25 +77,26 @@ void blocking_or_not(MPI_Request* r, Blocking blocking, NonBlocking non_blocking
     non_blocking(args..., r);
 }
 
-// Posts one non-blocking collective that reads send and writes recv (or,
+// Posts one collective on comm that reads send and writes recv (or,
 // in_place, reads and writes recv): counts the call, stages the buffers
-// where MPI cannot read them, and returns a request that keeps `keep` (count
-// and displacement arrays) alive and copies a staged result back.
-// post_call(send_pointer, recv_pointer, &request) issues the non-blocking
-// MPI call; post_call(send_pointer, recv_pointer, nullptr) the blocking one.
-template <class T, class Space, class Post>
-request post(char const* name, completion when, std::size_t sent, std::size_t received,
+// where MPI cannot read them (copies on exec), and returns a request that
+// keeps `keep` (count and displacement arrays) alive and copies a staged
+// result back. post_call(send_pointer, recv_pointer, &request) issues the
+// non-blocking MPI call; post_call(send_pointer, recv_pointer, nullptr) the
+// blocking one. Precondition: send and recv are ready (no kernel still writes them).
+template <class T, class Space, class ExecutionSpace, class Post>
+request post(communicator const& comm, char const* name, completion when, std::size_t sent, std::size_t received,
              Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
-             Post&& post_call, bool in_place = false) {
+             ExecutionSpace const& exec, Post&& post_call, bool in_place = false) {
   std::string const region_name = std::string("shardmesh::") + name;
   Kokkos::Profiling::ScopedRegion region(region_name);
-  count_call<T>(name, sent, received);
+  count_call<T>(comm, name, sent, received);
   staged_buffer<T, Space> in(send);
   staged_buffer<T, Space> out(recv);
-  (in_place ? out : in).to_mpi();
+  (in_place ? out : in).to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   post_call(in.data(), out.data(), when == completion::deferred ? &r : nullptr);
-  return request(region_name, {r}, [in, out, kept = std::vector<kept_ints>(keep)] { out.from_mpi(); });
+  return request(region_name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
 }
 
 }  // namespace shardmesh::detail

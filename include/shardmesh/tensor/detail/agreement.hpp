@@ -8,12 +8,15 @@
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
-#include "shardmesh/comm/device_mesh.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/errors.hpp"
 
 #include <mpi.h>
 
 #include <array>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,6 +30,7 @@ struct tensor_record {
   std::array<std::uint64_t, max_tensor_rank> local{};     // the local shard's extents
   std::array<std::uint64_t, max_tensor_rank> expected{};  // what the layout gives this rank
   std::uint64_t output = 0;  // an output_problem, for operations that write into a given tensor
+  std::uint64_t largest_count = 0;  // the largest count or displacement the operation hands MPI here
 };
 
 // Why a given output tensor cannot take an operation's result on some rank.
@@ -56,10 +60,21 @@ inline std::string extents_string(std::size_t rank, std::array<std::uint64_t, ma
   return out + "]";
 }
 
+// Ends the whole job for a mistake only this rank can see: the other ranks
+// may already wait in a collective, so an exception here would hang them.
+[[noreturn]] inline void end_job(device_mesh const& mesh, std::string const& why) {
+  std::fprintf(stderr, "shardmesh: error on rank %zu of %zu, ending the job: %s\n", mesh.rank(), mesh.size(),
+               why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(mesh.comm().get(), 1);
+  std::abort();  // MPI_Abort does not return; this says so to the compiler
+}
+
 // Collective over mesh. `what` must differ when ranks disagree on anything
 // but the extents (operation, layouts, element type). Throws on every rank:
 // mismatched_tensor_error if ranks disagree, local_extents_error if some
-// rank's local shard has the wrong extents or cannot take the output.
+// rank's local shard has the wrong extents or cannot take the output,
+// count_overflow_error if some rank would hand MPI a count beyond INT_MAX.
 inline void agree(device_mesh const& mesh, std::string const& operation, std::string const& tensor,
                   std::size_t rank, tensor_record const& mine) {
   static_assert(sizeof(tensor_record) % sizeof(std::uint64_t) == 0);
@@ -87,6 +102,11 @@ inline void agree(device_mesh const& mesh, std::string const& operation, std::st
   if (!bad.empty())
     throw local_extents_error(operation + ": the local shards of " + tensor +
                               " do not have the extents the layout gives them: " + bad);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r].largest_count > static_cast<std::uint64_t>(INT_MAX))
+      throw count_overflow_error(operation + ": " + tensor + " would hand MPI " + std::to_string(all[r].largest_count) +
+                                 " elements in one count on rank " + std::to_string(r) + ", more than an int holds (" +
+                                 std::to_string(INT_MAX) + ")");
 }
 
 }  // namespace shardmesh::detail

@@ -14,6 +14,7 @@
 // that long rows (and vectors, which are one row) still spread over every
 // thread.
 
+#include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
@@ -94,9 +95,7 @@ struct piece_set {
       for (std::size_t i = 0; i < dst_extents[d]; ++i) {
         std::size_t const g = to_global(mesh, dst, global[d], c_to, i);
         dim_location const at = locate(mesh, src, global[d], g);
-        bool held = true;
-        for (std::size_t k = 0; k < src.count; ++k) held = held && at.coordinates[src.axes[k]] == c_from[src.axes[k]];
-        if (!held) continue;
+        if (!holds_index(src, at, c_from)) continue;
         src_indices.push_back(at.local);
         dst_indices.push_back(i);
       }
@@ -161,21 +160,26 @@ struct device_pieces {
   std::size_t segments = 0;
 
   device_pieces() = default;
-  explicit device_pieces(piece_set const& set)
-      : pieces(upload(set.pieces, "shardmesh::pieces")),
-        src_indices(upload(set.src_indices, "shardmesh::src_indices")),
-        dst_indices(upload(set.dst_indices, "shardmesh::dst_indices")),
+  // Uploads on exec, and waits for it: the set may go away afterwards.
+  template <class ExecutionSpace>
+  device_pieces(piece_set const& set, ExecutionSpace const& exec)
+      : pieces(upload(exec, set.pieces, "shardmesh::pieces")),
+        src_indices(upload(exec, set.src_indices, "shardmesh::src_indices")),
+        dst_indices(upload(exec, set.dst_indices, "shardmesh::dst_indices")),
         rank(set.rank),
         total(set.total),
-        segments(set.segments) {}
+        segments(set.segments) {
+    exec.fence("shardmesh::upload_pieces");
+  }
 
  private:
-  template <class V>
-  static Kokkos::View<V*, MemorySpace> upload(std::vector<V> const& host, char const* label) {
+  template <class ExecutionSpace, class V>
+  static Kokkos::View<V*, MemorySpace> upload(ExecutionSpace const& exec, std::vector<V> const& host,
+                                              char const* label) {
     Kokkos::View<V*, MemorySpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                                        host.size());
-    Kokkos::deep_copy(view, Kokkos::View<V const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(),
-                                                                                               host.size()));
+    Kokkos::deep_copy(exec, view,
+                      Kokkos::View<V const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
     return view;
   }
 };
@@ -250,9 +254,10 @@ struct segment_copy {
 // segment per iteration of a range: a plain loop, for host spaces, where a
 // team per segment costs more than copying a short row.
 template <class ExecutionSpace, class T, class MemorySpace>
-void transfer_in_ranges(segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
+void transfer_in_ranges(ExecutionSpace const& exec, segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
   Kokkos::parallel_for(
-      "shardmesh::transfer_pieces", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(0, segments),
+      "shardmesh::transfer_pieces",
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(exec, 0, segments),
       KOKKOS_LAMBDA(std::size_t segment) {
         copy(segment, [](std::size_t begin, std::size_t end, auto const& f) {
           for (std::size_t j = begin; j < end; ++j) f(j);
@@ -263,10 +268,11 @@ void transfer_in_ranges(segment_copy<T, MemorySpace> const& copy, std::size_t se
 // The same with a team per segment, its elements over the team's vector
 // lanes: for devices.
 template <class ExecutionSpace, class T, class MemorySpace>
-void transfer_in_teams(segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
+void transfer_in_teams(ExecutionSpace const& exec, segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
   using team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   Kokkos::parallel_for(
-      "shardmesh::transfer_pieces", Kokkos::TeamPolicy<ExecutionSpace>(static_cast<int>(segments), Kokkos::AUTO),
+      "shardmesh::transfer_pieces",
+      Kokkos::TeamPolicy<ExecutionSpace>(exec, static_cast<int>(segments), Kokkos::AUTO),
       KOKKOS_LAMBDA(team const& member) {
         copy(static_cast<std::size_t>(member.league_rank()), [&](std::size_t begin, std::size_t end, auto const& f) {
           Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), f);
@@ -274,17 +280,18 @@ void transfer_in_teams(segment_copy<T, MemorySpace> const& copy, std::size_t seg
       });
 }
 
-// Copies every element of the pieces from src to dst on ExecutionSpace.
+// Copies every element of the pieces from src to dst on the instance exec
+// (asynchronously, where the backend is).
 template <class ExecutionSpace, class T, class MemorySpace>
-void transfer(device_pieces<MemorySpace> const& set, Kokkos::View<T const*, MemorySpace> src, addressing src_mode,
-              Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
+void transfer(ExecutionSpace const& exec, device_pieces<MemorySpace> const& set, Kokkos::View<T const*, MemorySpace> src,
+              addressing src_mode, Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
   if (set.total == 0) return;
   segment_copy<T, MemorySpace> const copy{set.pieces, set.src_indices, set.dst_indices, src, dst, set.rank - 1,
                                           src_mode == addressing::packed, dst_mode == addressing::packed};
   if constexpr (std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>)
-    transfer_in_ranges<ExecutionSpace>(copy, set.segments);
+    transfer_in_ranges(exec, copy, set.segments);
   else
-    transfer_in_teams<ExecutionSpace>(copy, set.segments);
+    transfer_in_teams(exec, copy, set.segments);
 }
 
 }  // namespace shardmesh::detail

@@ -1,14 +1,19 @@
 #pragma once
-// What one plan step needs on one rank, worked out once per mesh shape,
-// rank, step and global extents, and cached: the pieces it packs, unpacks
-// or copies (uploaded to the device), the counts and offsets of its
-// collective, and whether it can send from or receive into the shards
-// directly. Repeated redistributions (a training loop) then only launch
-// kernels and collectives. All of it is a function of the cache key alone.
+// What one plan step needs on one rank, worked out once per mesh, step and
+// global extents, and cached in the mesh: the pieces it packs, unpacks or
+// copies (uploaded to the device), the counts and offsets of its collective,
+// and whether it can send from or receive into the shards directly.
+// Repeated redistributions (a training loop) then only launch kernels and
+// collectives. All of it is a function of the mesh, the rank and the key.
 
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/algebra/axis_set.hpp"
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/detail/lru_cache.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
+#include "shardmesh/runtime/mesh_context.hpp"
 #include "shardmesh/tensor/detail/pieces.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -16,7 +21,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -24,14 +28,16 @@ namespace shardmesh::detail {
 
 template <class MemorySpace>
 struct prepared_step {
-  unsigned group_axes = 0;              // the axes of the collective's communicator
+  axis_set group_axes;                  // the axes of the collective's communicator
   device_pieces<MemorySpace> own;       // slice, all-to-all: what stays on this rank
   device_pieces<MemorySpace> sends;     // reduce-scatter: to every member; all-to-all: to the others
   device_pieces<MemorySpace> receives;  // all-gather: from every member; all-to-all: from the others
   std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;  // per group member
   bool send_in_place = false;  // the input shard is the send buffer, at send_offsets
   bool recv_in_place = false;  // the output shard is the receive buffer, at recv_offsets
-  bool equal_blocks = false;   // all-gather: every member sends as much
+  bool equal_blocks = false;   // all-gather, reduce-scatter: every member's block is as large
+  std::optional<std::size_t> own_at;  // slice: the piece kept is contiguous in the input, from here
+  std::size_t largest_count = 0;  // the largest count or displacement handed to MPI (elements)
   std::size_t peer = 0;        // permute: the rank this one exchanges with
   bool keeps_data = false;     // to_partial: this rank keeps the values, the others hold the identity
 };
@@ -68,9 +74,10 @@ inline bool in_order_contiguous(piece_set const& set, bool source, tensor_index 
   return true;
 }
 
-template <class MemorySpace>
+// Uploads the pieces on exec.
+template <class MemorySpace, class ExecutionSpace>
 prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan_step const& s,
-                                   tensor_index const& global) {
+                                   tensor_index const& global, ExecutionSpace const& exec) {
   prepared_step<MemorySpace> p;
   p.group_axes = s.axes;
   tensor_index const in_extents = local_extents(shape, s.before, global, me);
@@ -81,12 +88,13 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
     case step_kind::slice: {
       piece_set own;
       own.add(shape, s.before, me, s.after, me, global);
-      p.own = device_pieces<MemorySpace>(own);
+      p.own_at = own.contiguous(0, true, in_extents);
+      p.own = device_pieces<MemorySpace>(own, exec);
       break;
     }
     case step_kind::to_partial: p.keeps_data = group_position(shape, s.axes, me) == 0; break;
     case step_kind::all_reduce: break;
-    case step_kind::permute: p.peer = permutation_source(shape, s, me); break;
+    case step_kind::permute: p.peer = permutation_source(shape, s.axes, me); break;
     case step_kind::all_gather: {
       // Every member sends its whole shard; each lands in a box of ours.
       piece_set from_members;
@@ -95,7 +103,7 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       p.recv_in_place = in_order_contiguous(from_members, false, out_extents);
       p.equal_blocks = std::all_of(p.recv_counts.begin(), p.recv_counts.end(),
                                    [&](std::size_t c) { return c == p.recv_counts[0]; });
-      p.receives = device_pieces<MemorySpace>(from_members);
+      p.receives = device_pieces<MemorySpace>(from_members, exec);
       break;
     }
     case step_kind::reduce_scatter: {
@@ -104,7 +112,9 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       for (std::size_t i = 0; i < n; ++i)
         p.send_counts.push_back(to_members.add(shape, s.before, me, s.after, member(i), global));
       p.send_in_place = in_order_contiguous(to_members, true, in_extents);
-      p.sends = device_pieces<MemorySpace>(to_members);
+      p.equal_blocks = std::all_of(p.send_counts.begin(), p.send_counts.end(),
+                                   [&](std::size_t c) { return c == p.send_counts[0]; });
+      p.sends = device_pieces<MemorySpace>(to_members, exec);
       break;
     }
     case step_kind::all_to_all:
@@ -134,48 +144,56 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       p.recv_in_place = recv_in_shard.has_value();
       p.send_offsets = member_offsets(sends, send_piece, send_in_shard);
       p.recv_offsets = member_offsets(receives, recv_piece, recv_in_shard);
-      if (s.kind == step_kind::all_to_all_v) p.group_axes = (1U << shape.ndim) - 1;
-      p.own = device_pieces<MemorySpace>(own);
-      p.sends = device_pieces<MemorySpace>(sends);
-      p.receives = device_pieces<MemorySpace>(receives);
+      if (s.kind == step_kind::all_to_all_v) p.group_axes = axis_set::all(shape.ndim);
+      p.own = device_pieces<MemorySpace>(own, exec);
+      p.sends = device_pieces<MemorySpace>(sends, exec);
+      p.receives = device_pieces<MemorySpace>(receives, exec);
       break;
     }
   }
+  // Counts and displacements never exceed a shard or a packed buffer.
+  p.largest_count = std::max({local_size(shape, s.before, global, me), local_size(shape, s.after, global, me),
+                              p.sends.total, p.receives.total});
   return p;
 }
 
-// The prepared step, from the cache or made now. The cache keeps the most
-// recent 256 and is emptied before Kokkos finalizes.
+// A mesh's prepared steps for tensors in MemorySpace (a state of the mesh).
 template <class MemorySpace>
-std::shared_ptr<prepared_step<MemorySpace> const> prepared(mesh_shape const& shape, std::size_t me,
-                                                           plan_step const& s, tensor_index const& global) {
-  struct entry {
-    std::uint64_t key;
-    mesh_shape shape;
-    std::size_t rank;
+class prepared_steps {
+ public:
+  explicit prepared_steps(mesh_context const& context) : shape_(context.shape()), rank_(context.rank()) {}
+
+  template <class ExecutionSpace>
+  [[nodiscard]] std::shared_ptr<prepared_step<MemorySpace> const> get(plan_step const& s, tensor_index const& global,
+                                                                       ExecutionSpace const& exec) {
+    return cache_.get({s, global}, [&] { return prepare<MemorySpace>(shape_, rank_, s, global, exec); });
+  }
+
+ private:
+  struct key {
     plan_step step;
     tensor_index global;
-    std::shared_ptr<prepared_step<MemorySpace> const> value;
+    bool operator==(key const&) const = default;
   };
-  static std::mutex mutex;
-  static std::vector<entry>* cache = [] {
-    auto* c = new std::vector<entry>;
-    Kokkos::push_finalize_hook([c] {
-      std::lock_guard lock(mutex);
-      c->clear();
-    });
-    return c;
-  }();
-  fnv1a key;
-  key.mix(hash(shape)).mix(me).mix(hash(s.before)).mix(hash(s.after)).mix(static_cast<std::uint64_t>(s.kind));
-  for (std::size_t extent : global) key.mix(extent);
-  std::lock_guard lock(mutex);
-  for (entry const& e : *cache)
-    if (e.key == key.value && e.rank == me && e.shape == shape && e.step == s && e.global == global) return e.value;
-  if (cache->size() == 256) cache->erase(cache->begin());
-  auto value = std::make_shared<prepared_step<MemorySpace> const>(prepare<MemorySpace>(shape, me, s, global));
-  cache->push_back({key.value, shape, me, s, global, value});
-  return value;
+  struct key_hash {
+    std::size_t operator()(key const& k) const {
+      fnv1a h;
+      h.mix(hash(k.step.before)).mix(hash(k.step.after)).mix(static_cast<std::uint64_t>(k.step.kind)).mix(k.step.axes.bits);
+      for (std::size_t extent : k.global) h.mix(extent);
+      return static_cast<std::size_t>(h.value);
+    }
+  };
+  mesh_shape shape_;
+  std::size_t rank_;
+  lru_cache<key, prepared_step<MemorySpace>, key_hash> cache_{1024};
+};
+
+// The prepared step of s on this rank of mesh, from the mesh's cache or made
+// now (uploading on exec).
+template <class MemorySpace, class ExecutionSpace>
+std::shared_ptr<prepared_step<MemorySpace> const> prepared(device_mesh const& mesh, plan_step const& s,
+                                                           tensor_index const& global, ExecutionSpace const& exec) {
+  return mesh.state<prepared_steps<MemorySpace>>().get(s, global, exec);
 }
 
 }  // namespace shardmesh::detail

@@ -1,10 +1,15 @@
 #pragma once
-// Reusable communication buffers. Redistributions borrow byte buffers from a
-// pool per memory space and return them when their step completes, so that
-// repeated redistributions allocate nothing after the first, and steps still
-// in flight (asynchronous ones) never share a buffer. The pool counts the
-// bytes on lease and their high-water mark: the extra memory redistributions
-// need beyond their input and output.
+// Reusable communication buffers of one mesh. Redistributions borrow byte
+// buffers from the pool of their memory space and return them when their
+// step completes, so that repeated redistributions allocate nothing after
+// the first, and steps still in flight (asynchronous ones) never share a
+// buffer. Bytes on lease are recorded in the mesh's memory ledger under
+// "workspace": the extra memory redistributions need beyond their input and
+// output. Safe to share between threads.
+
+#include "shardmesh/runtime/device_mesh.hpp"
+#include "shardmesh/runtime/memory_ledger.hpp"
+#include "shardmesh/runtime/mesh_context.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -18,15 +23,16 @@
 namespace shardmesh {
 
 template <class MemorySpace>
-class workspace {
+class workspace : public std::enable_shared_from_this<workspace<MemorySpace>> {
  public:
   using buffer_type = Kokkos::View<std::byte*, MemorySpace>;
 
-  // A buffer of at least `bytes`, back in the pool when the lease dies.
+  // A buffer of at least `bytes`, back in the pool when the lease dies
+  // (the lease keeps the pool alive).
   class lease {
    public:
-    lease(workspace* owner, buffer_type buffer, std::size_t bytes)
-        : owner_(owner), buffer_(std::move(buffer)), bytes_(bytes) {}
+    lease(std::shared_ptr<workspace> owner, buffer_type buffer, std::size_t bytes)
+        : owner_(std::move(owner)), buffer_(std::move(buffer)), bytes_(bytes) {}
     lease(lease const&) = delete;
     lease& operator=(lease const&) = delete;
     ~lease() { owner_->give_back(std::move(buffer_), bytes_); }
@@ -37,10 +43,12 @@ class workspace {
     }
 
    private:
-    workspace* owner_;
+    std::shared_ptr<workspace> owner_;
     buffer_type buffer_;
     std::size_t bytes_;  // asked for; the buffer may be larger
   };
+
+  explicit workspace(std::shared_ptr<memory_ledger> ledger) : ledger_(std::move(ledger)) {}
 
   [[nodiscard]] std::shared_ptr<lease> acquire(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -57,7 +65,8 @@ class workspace {
     }
     leased_ += bytes;
     peak_leased_ = std::max(peak_leased_, leased_);
-    return std::make_shared<lease>(this, std::move(found), bytes);
+    ledger_->allocate(memory_category::workspace, bytes);
+    return std::make_shared<lease>(this->shared_from_this(), std::move(found), bytes);
   }
 
   // Bytes asked for by the leases alive now, and the most at once since reset_peak().
@@ -87,26 +96,36 @@ class workspace {
     free_.clear();
   }
 
-  // The pool of this memory space; emptied before Kokkos finalizes.
-  static workspace& instance() {
-    static workspace* pool = [] {
-      auto* w = new workspace;
-      Kokkos::push_finalize_hook([w] { w->release_all(); });
-      return w;
-    }();
-    return *pool;
-  }
-
  private:
   void give_back(buffer_type buffer, std::size_t bytes) {
     std::lock_guard lock(mutex_);
     leased_ -= bytes;
+    ledger_->release(memory_category::workspace, bytes);
     free_.push_back(std::move(buffer));
   }
+  std::shared_ptr<memory_ledger> ledger_;
   mutable std::mutex mutex_;
   std::vector<buffer_type> free_;
   std::size_t leased_ = 0;
   std::size_t peak_leased_ = 0;
 };
+
+namespace detail {
+
+// The pool of one memory space, as a state of a mesh.
+template <class MemorySpace>
+struct workspace_state {
+  explicit workspace_state(mesh_context const& context)
+      : pool(std::make_shared<workspace<MemorySpace>>(context.ledger())) {}
+  std::shared_ptr<workspace<MemorySpace>> pool;
+};
+
+}  // namespace detail
+
+// The mesh's pool of buffers in MemorySpace.
+template <class MemorySpace>
+[[nodiscard]] workspace<MemorySpace>& workspace_of(device_mesh const& mesh) {
+  return *mesh.state<detail::workspace_state<MemorySpace>>().pool;
+}
 
 }  // namespace shardmesh
