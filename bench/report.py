@@ -106,6 +106,12 @@ def targets(results):
         f"- single-step cases at the collective's lower bound: {len(at_bound)} of {len(single)}",
         f"- single-step cases with peak extra memory <= one output shard: {len(lean)} of {len(single)}",
     ]
+    two = sorted((k for k in big if k[1] == "2"), key=order)
+    if two:
+        within_two = [k for k in two if ratios[k] <= 1.05]
+        lines.append(f"- on 2 ranks (one per core, not oversubscribed), within 1.05x of hand-written at >= 1 MiB: "
+                     f"{len(within_two)} of {len(two)} cases; "
+                     + ", ".join(f"{k[0]} {k[3]}: {ratios[k]:.2f}x" for k in two if k[0] in ("reduce_scatter", "all_reduce")))
     if shard_to_shard:
         speedups = ", ".join(f"{k[3]}: {results[k]['dtensor']['ms'] / results[k]['shardmesh']['ms']:.1f}x"
                              for k in sorted(shard_to_shard, key=order))
@@ -118,7 +124,8 @@ def machine(contexts):
     ranks = sorted({x.get("mpi_ranks") for x in contexts if x.get("mpi_ranks")}, key=int)
     runtime = next((x["shardmesh_runtime"] for x in contexts if "shardmesh_runtime" in x), "")
     return (f"{c.get('host_name', '?')}: {c.get('num_cpus', '?')} CPUs at {c.get('mhz_per_cpu', '?')} MHz, "
-            f"runs on {' and '.join(ranks)} MPI ranks (oversubscribed, one OpenMP thread each), {runtime}, "
+            f"runs on {', '.join(ranks)} MPI ranks (more than 2 oversubscribe the cores; one OpenMP thread each), "
+            f"{runtime}, "
             f"{c.get('date', '')}")
 
 
