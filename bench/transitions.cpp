@@ -17,8 +17,8 @@
 #include <shardmesh/algebra/plan_traffic.hpp>
 #include <shardmesh/shardmesh.hpp>
 
-#include <Kokkos_Core.hpp>
 #include <benchmark/benchmark.h>
+#include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -173,7 +173,8 @@ void run_shardmesh(benchmark::State& state, instance const& t, bool checked) {
     time_max_over_ranks(state, [&] { redistribute(x, y); });
   else
     time_max_over_ranks(state, [&] { run(x, y); });
-  auto const received = static_cast<double>(t.mesh.counters().total().bytes_received) / static_cast<double>(state.iterations());
+  auto const received =
+      static_cast<double>(t.mesh.counters().total().bytes_received) / static_cast<double>(state.iterations());
   auto const predicted = static_cast<double>(t.predicted());
   state.counters["bytes_moved"] = max_over_ranks(received);
   state.counters["bytes_predicted"] = max_over_ranks(predicted);

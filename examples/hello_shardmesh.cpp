@@ -17,7 +17,7 @@ std::int64_t local_sum(std::int64_t n, int rank, int ranks) {
   std::int64_t sum = 0;
   Kokkos::parallel_reduce(
       "hello_shardmesh::local_sum", Kokkos::RangePolicy<Kokkos::IndexType<std::int64_t>>(begin, end),
-      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & partial) { partial += i; }, sum);
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t& partial) { partial += i; }, sum);
   return sum;
 }
 
@@ -49,9 +49,10 @@ int main(int argc, char* argv[]) {
     std::int64_t const expected = n * (n - 1) / 2;
     bool const ok = total == expected;
     if (rank == 0)
-      std::printf("check         Kokkos reduction + MPI all-reduce of 0..%lld over %d ranks = %lld, expected %lld: %s\n",
-                  static_cast<long long>(n - 1), ranks, static_cast<long long>(total),
-                  static_cast<long long>(expected), ok ? "passed" : "FAILED");
+      std::printf(
+          "check         Kokkos reduction + MPI all-reduce of 0..%lld over %d ranks = %lld, expected %lld: %s\n",
+          static_cast<long long>(n - 1), ranks, static_cast<long long>(total), static_cast<long long>(expected),
+          ok ? "passed" : "FAILED");
     status = ok ? 0 : 1;
   }
   MPI_Finalize();

@@ -49,16 +49,17 @@ int main(int argc, char* argv[]) {
       for (std::size_t i = 0; i < serial.size(); ++i) serial.data()[i] = static_cast<float>(i);
 
       matrix x = distribute(mesh, layout{shard("dp"), replicated}, serial, 0);
-      if (mesh.rank() == 0) std::printf("%s on mesh %s, from rank 0\n\n", x.notation().c_str(), to_string(mesh.shape()).chars);
+      if (mesh.rank() == 0)
+        std::printf("%s on mesh %s, from rank 0\n\n", x.notation().c_str(), to_string(mesh.shape()).chars);
       for (layout const& to : {
-               layout{replicated, shard("dp")},                                  // transposed sharding
-               layout{shard("dp"), shard("tp")},                                 // two axes, two dimensions
-               layout{shard("dp", "tp"), replicated},                            // two axes, one dimension
-               layout{cyclic(2, "tp"), shard("dp")},                             // block-cyclic
-               layout{replicated, replicated},                                   // replicated
-               layout{replicated, replicated}.partial(reduce_op::sum, "tp"),     // partial sums
-               layout{shard("tp"), shard("dp")},                                 // reduce-scatter onto shards
-               layout{shard("dp"), replicated},                                  // and back
+               layout{replicated, shard("dp")},                               // transposed sharding
+               layout{shard("dp"), shard("tp")},                              // two axes, two dimensions
+               layout{shard("dp", "tp"), replicated},                         // two axes, one dimension
+               layout{cyclic(2, "tp"), shard("dp")},                          // block-cyclic
+               layout{replicated, replicated},                                // replicated
+               layout{replicated, replicated}.partial(reduce_op::sum, "tp"),  // partial sums
+               layout{shard("tp"), shard("dp")},                              // reduce-scatter onto shards
+               layout{shard("dp"), replicated},                               // and back
            })
         x = move(x, to, serial, ok);
     } catch (error const& e) {  // e.g. not 4 ranks: the same message on every rank

@@ -5,8 +5,8 @@
 // phases, so that a benchmark can run all of them (the baseline), only the
 // collectives (the MPI ceiling), or time each kind apart.
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -69,8 +69,7 @@ Kokkos::View<std::size_t* [2]> block_origins(std::size_t n, Origin origin) {
 // one after another: into the buffer (Pack, a pack phase) or out of it (an
 // unpack phase).
 template <bool Pack, class Origin>
-void move_blocks(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w,
-                 Origin origin) {
+void move_blocks(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
   auto const at = block_origins(n, origin);
   t.phases.push_back({Pack ? phase::kind::pack : phase::kind::unpack, [=] {
                         Kokkos::parallel_for(

@@ -8,8 +8,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <shardmesh/runtime_info.hpp>
 
@@ -53,9 +53,10 @@ int main(int argc, char* argv[]) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     // Only rank 0 writes --benchmark_out; the others drop the flag.
     if (rank != 0)
-      argc = static_cast<int>(std::remove_if(argv + 1, argv + argc, [](char const* arg) {
-                                return std::string_view(arg).starts_with("--benchmark_out");
-                              }) - argv);
+      argc = static_cast<int>(
+          std::remove_if(argv + 1, argv + argc,
+                         [](char const* arg) { return std::string_view(arg).starts_with("--benchmark_out"); }) -
+          argv);
     bool const listing = std::any_of(argv + 1, argv + argc, [](char const* arg) {
       return std::string_view(arg).starts_with("--benchmark_list_tests");
     });

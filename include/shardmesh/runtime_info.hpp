@@ -5,8 +5,8 @@
 
 #include "shardmesh/version.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <string>
 
@@ -20,7 +20,7 @@ struct runtime_info {
   std::string mpi_library;      // first line of MPI_Get_library_version
   int mpi_version = 0;
   int mpi_subversion = 0;
-  int mpi_thread_level = 0;     // what MPI_Query_thread reports
+  int mpi_thread_level = 0;  // what MPI_Query_thread reports
 };
 
 // Precondition: Kokkos and MPI are initialised.

@@ -2,16 +2,16 @@
 // shardmesh: distributed tensors on a logical device mesh. Include this header
 // for everything, or the headers of the parts you use.
 
-#include "shardmesh/version.hpp"
 #include "shardmesh/runtime_info.hpp"
+#include "shardmesh/version.hpp"
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/axis_set.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/plan_cache.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
-#include "shardmesh/algebra/plan_cache.hpp"
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/algebra/static_string.hpp"

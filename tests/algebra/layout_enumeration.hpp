@@ -34,8 +34,8 @@ inline std::vector<mesh_shape> small_meshes(std::size_t max_axes, std::size_t ma
 }
 
 struct enumeration_options {
-  std::vector<reduce_op> partial;    // also layouts partial on some axes, with each of these ops
-  std::vector<std::size_t> cyclic;   // block sizes of cyclic variants of each sharded dimension
+  std::vector<reduce_op> partial;   // also layouts partial on some axes, with each of these ops
+  std::vector<std::size_t> cyclic;  // block sizes of cyclic variants of each sharded dimension
 };
 
 // Every layout of the given rank on mesh: each axis replicates, shards one

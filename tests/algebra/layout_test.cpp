@@ -33,10 +33,10 @@ TEST_CASE("valid layouts have no error", "[algebra][layout][validation]") {
   STATIC_REQUIRE(layout_error("layout", mesh, layout{cyclic(3, "dp"), replicated}).empty());
 }
 
-TEST_CASE("invalid meshes and layouts get one sentence naming dimension and axis",
-          "[algebra][layout][validation]") {
-  STATIC_REQUIRE(layout_error("layout", mesh, layout{shard("sp"), replicated}) ==
-                 "layout: dimension 0 is sharded on axis \"sp\", which the mesh lacks (layout S(sp),R, mesh dp=2,tp=2)");
+TEST_CASE("invalid meshes and layouts get one sentence naming dimension and axis", "[algebra][layout][validation]") {
+  STATIC_REQUIRE(
+      layout_error("layout", mesh, layout{shard("sp"), replicated}) ==
+      "layout: dimension 0 is sharded on axis \"sp\", which the mesh lacks (layout S(sp),R, mesh dp=2,tp=2)");
   STATIC_REQUIRE(layout_error("redistribute", mesh, layout{shard("dp"), shard("tp", "tp")}) ==
                  "redistribute: dimension 1 is sharded twice on axis \"tp\" (layout S(dp),S(tp,tp), mesh dp=2,tp=2)");
   STATIC_REQUIRE(layout_error("layout", mesh, layout{shard("tp"), shard("tp")}) ==

@@ -40,16 +40,22 @@ TEST_CASE("a plan cache raises an error for a transition the planner cannot make
   bound_layout both = rows;
   both.partial_axes = axis_set::of(0);
   REQUIRE(plan_redistribution(mesh, rows, both).size() == 0);
-  REQUIRE_THROWS_MATCHES(cache.get(rows, both), invalid_layout_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("no plan takes S(tp),R to S(tp),R P(sum:tp)") &&
-                                                         ContainsSubstring("mesh tp=2")));
+  REQUIRE_THROWS_MATCHES(
+      cache.get(rows, both), invalid_layout_error,
+      Catch::Matchers::MessageMatches(ContainsSubstring("no plan takes S(tp),R to S(tp),R P(sum:tp)") &&
+                                      ContainsSubstring("mesh tp=2")));
   REQUIRE(cache.size() == 0);  // nothing cached for it
 }
 
 TEST_CASE("a bounded cache drops the least recently used entry", "[algebra][plan_cache]") {
   detail::lru_cache<int, int> cache(2);
   int made = 0;
-  auto const get = [&](int k) { return *cache.get(k, [&] { ++made; return k * 10; }); };
+  auto const get = [&](int k) {
+    return *cache.get(k, [&] {
+      ++made;
+      return k * 10;
+    });
+  };
   REQUIRE(get(1) == 10);
   REQUIRE(get(2) == 20);
   REQUIRE(get(1) == 10);  // 1 is now the most recent

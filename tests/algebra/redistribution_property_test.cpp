@@ -169,9 +169,10 @@ TEST_CASE("every plan reproduces the target exactly, with the predicted bytes, o
           check_pair(mesh, from, to, index % brute_force_stride == 0, count);
         }
     }
-  std::printf("redistribution properties: %zu layout pairs (%zu rejected as impossible), %zu simulations, "
-              "%zu checked against exhaustive search\n",
-              count.pairs, count.rejected, count.simulations, count.brute_force);
+  std::printf(
+      "redistribution properties: %zu layout pairs (%zu rejected as impossible), %zu simulations, "
+      "%zu checked against exhaustive search\n",
+      count.pairs, count.rejected, count.simulations, count.brute_force);
   CHECK(count.simulations > 10000 / thinning);
 }
 

@@ -18,7 +18,9 @@ static_assert(static_plan<grid, rows, cols>().size() == 1);
   redistribute(x, y);
   auto pending = redistribute_async<rows>(y);
   dtensor<float, rows> const z = pending.get();
-  dynamic_dtensor<double, 2> const d = distribute(mesh, layout{shard("dp"), cyclic(2, "tp")}, Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>("g", 8, 8), 0);
+  dynamic_dtensor<double, 2> const d =
+      distribute(mesh, layout{shard("dp"), cyclic(2, "tp")},
+                 Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>("g", 8, 8), 0);
   auto const partial = redistribute(d, layout{replicated, replicated}.partial(reduce_op::sum, "dp"));
   auto const gathered = gather(partial, 0);
   redistributor<double, 2, Kokkos::HostSpace> const back(partial, d.layout());

@@ -18,13 +18,13 @@
 
 #include "mpi_test.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -45,11 +45,10 @@ class mpi_agreement_listener : public Catch::EventListenerBase {
     auto const& result = stats.assertionResult;
     if (result.isOk()) return;
     auto const where = result.getSourceInfo();
-    std::fprintf(stderr, "[rank %d of %d] %s:%zu: FAILED in test case '%s': %s %s\n", world_rank(),
-                 world_size(), where.file, where.line, test_case_.c_str(),
-                 std::string(result.getTestMacroName()).c_str(),
-                 result.hasExpression() ? result.getExpandedExpression().c_str()
-                                        : std::string(result.getMessage()).c_str());
+    std::fprintf(
+        stderr, "[rank %d of %d] %s:%zu: FAILED in test case '%s': %s %s\n", world_rank(), world_size(), where.file,
+        where.line, test_case_.c_str(), std::string(result.getTestMacroName()).c_str(),
+        result.hasExpression() ? result.getExpandedExpression().c_str() : std::string(result.getMessage()).c_str());
     // What INFO and CAPTURE said: the reporter may never print it if we abort.
     for (auto const& info : stats.infoMessages)
       std::fprintf(stderr, "[rank %d of %d]   with: %s\n", world_rank(), world_size(), info.message.c_str());
@@ -81,8 +80,8 @@ class mpi_agreement_listener : public Catch::EventListenerBase {
 
  private:
   void abort_all(char const* why) const {
-    std::fprintf(stderr, "[rank %d of %d] %s in test case '%s': aborting all ranks\n", world_rank(), world_size(),
-                 why, test_case_.c_str());
+    std::fprintf(stderr, "[rank %d of %d] %s in test case '%s': aborting all ranks\n", world_rank(), world_size(), why,
+                 test_case_.c_str());
     std::fflush(stderr);
     // Give the launcher a moment to forward this rank's output before the kill.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -39,7 +39,8 @@ TEST_CASE("all_gather and all_gather_v", "[comm]") {
   all_gather(w.comm, filled(w.rank, 3), all);
   for (std::size_t r = 0; r < w.size; ++r)
     for (std::size_t i = 0; i < 3; ++i) REQUIRE(all(3 * r + i) == value(r, i));
-  REQUIRE(w.comm.counters()["all_gather"] == collective_count{1, 3 * (w.size - 1) * sizeof(long), 3 * (w.size - 1) * sizeof(long)});
+  REQUIRE(w.comm.counters()["all_gather"] ==
+          collective_count{1, 3 * (w.size - 1) * sizeof(long), 3 * (w.size - 1) * sizeof(long)});
 
   std::vector<std::size_t> counts(w.size);
   for (std::size_t r = 0; r < w.size; ++r) counts[r] = r % 3;  // some ranks send nothing

@@ -25,16 +25,18 @@ void all_ranks_continue() {
 }
 
 matrix::view_type shard_of(device_mesh const& mesh, layout const& l, tensor_index const& global) {
-  return detail::allocate<matrix::view_type>("x", local_extents(mesh.shape(), bind(mesh.shape(), l), global, mesh.rank()));
+  return detail::allocate<matrix::view_type>("x",
+                                             local_extents(mesh.shape(), bind(mesh.shape(), l), global, mesh.rank()));
 }
 
 }  // namespace
 
 TEST_CASE("a mesh that does not match its communicator", "[tensor][errors]") {
   auto const ranks = static_cast<std::size_t>(test::world_size());
-  REQUIRE_THROWS_MATCHES(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks + 1}}), invalid_mesh_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("mesh dp=" + std::to_string(ranks + 1)) &&
-                                                         ContainsSubstring("communicator has " + std::to_string(ranks))));
+  REQUIRE_THROWS_MATCHES(
+      device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks + 1}}), invalid_mesh_error,
+      Catch::Matchers::MessageMatches(ContainsSubstring("mesh dp=" + std::to_string(ranks + 1)) &&
+                                      ContainsSubstring("communicator has " + std::to_string(ranks))));
   REQUIRE_THROWS_AS(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp"}, {"tp"}}), invalid_mesh_error);
   REQUIRE_THROWS_AS(device_mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}, {"dp", 1}}), invalid_mesh_error);
   all_ranks_continue();
@@ -55,11 +57,11 @@ TEST_CASE("global extents that differ between ranks", "[tensor][errors]") {
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
   layout const rows{shard("dp"), replicated};
   tensor_index const global{ranks * 2, test::world_rank() == 1 ? std::size_t{5} : std::size_t{4}};
-  REQUIRE_THROWS_MATCHES(matrix(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global)),
-                         mismatched_tensor_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("ranks disagree on the global extents") &&
-                                                         ContainsSubstring("S(dp),R") &&
-                                                         ContainsSubstring("rank 1 has [" + std::to_string(ranks * 2) + ",5]")));
+  REQUIRE_THROWS_MATCHES(
+      matrix(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global)), mismatched_tensor_error,
+      Catch::Matchers::MessageMatches(ContainsSubstring("ranks disagree on the global extents") &&
+                                      ContainsSubstring("S(dp),R") &&
+                                      ContainsSubstring("rank 1 has [" + std::to_string(ranks * 2) + ",5]")));
   all_ranks_continue();
 }
 
@@ -71,9 +73,10 @@ TEST_CASE("a local shard with the wrong extents", "[tensor][errors]") {
   auto local = shard_of(mesh, rows, global);
   int const bad = test::world_size() - 1;
   if (test::world_rank() == bad) local = matrix::view_type("wrong", 1, 3);
-  REQUIRE_THROWS_MATCHES(matrix(mesh, rows, {global[0], global[1]}, local), local_extents_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("f64[" + std::to_string(ranks * 2) + ",3] S(dp),R") &&
-                                                         ContainsSubstring("rank " + std::to_string(bad) + " has [1,3], expected [2,3]")));
+  REQUIRE_THROWS_MATCHES(
+      matrix(mesh, rows, {global[0], global[1]}, local), local_extents_error,
+      Catch::Matchers::MessageMatches(ContainsSubstring("f64[" + std::to_string(ranks * 2) + ",3] S(dp),R") &&
+                                      ContainsSubstring("rank " + std::to_string(bad) + " has [1,3], expected [2,3]")));
   all_ranks_continue();
 }
 
@@ -84,8 +87,9 @@ TEST_CASE("a layout on an axis the mesh lacks, chosen at run time", "[tensor][er
   tensor_index const global{ranks, 3};
   matrix const x(mesh, rows, {global[0], global[1]}, shard_of(mesh, rows, global));
   REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, shard("tp")}), invalid_layout_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("dimension 1 is sharded on axis \"tp\", which the mesh lacks") &&
-                                                         ContainsSubstring("f64[")));
+                         Catch::Matchers::MessageMatches(
+                             ContainsSubstring("dimension 1 is sharded on axis \"tp\", which the mesh lacks") &&
+                             ContainsSubstring("f64[")));
   REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, replicated}.partial(reduce_op::sum, "dp")),
                          invalid_layout_error,
                          Catch::Matchers::MessageMatches(ContainsSubstring("shard to partial is impossible")));
@@ -145,8 +149,8 @@ TEST_CASE("a root that is not a rank of the mesh", "[tensor][errors]") {
   Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> const global("global", 4, 3);
   for (int root : {ranks, -2}) {
     REQUIRE_THROWS_MATCHES(distribute(mesh, rows, global, root), invalid_root_error,
-                           Catch::Matchers::MessageMatches(ContainsSubstring("distribute: root " + std::to_string(root) +
-                                                                             " is not a rank of the mesh dp=")));
+                           Catch::Matchers::MessageMatches(ContainsSubstring(
+                               "distribute: root " + std::to_string(root) + " is not a rank of the mesh dp=")));
     all_ranks_continue();
   }
   auto const x = distribute(mesh, rows, global);
@@ -165,8 +169,8 @@ dynamic_dtensor<char, 2> untouched(device_mesh const& mesh, std::size_t rows) {
   layout const l{shard("dp"), replicated};
   tensor_index const global{rows, 65536};
   return tensor(mesh, l, {global[0], global[1]},
-                detail::allocate<tensor::view_type>("untouched", local_extents(mesh.shape(), bind(mesh.shape(), l), global,
-                                                                               mesh.rank())));
+                detail::allocate<tensor::view_type>(
+                    "untouched", local_extents(mesh.shape(), bind(mesh.shape(), l), global, mesh.rank())));
 }
 
 }  // namespace
@@ -177,9 +181,10 @@ TEST_CASE("a count beyond MPI's int is refused on every rank before any data mov
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", ranks}});
   // 2^31 + 65536 chars in all: every rank's all-gathered result overflows.
   auto const x = untouched(mesh, 32769);
-  REQUIRE_THROWS_MATCHES(redistribute(x, layout{replicated, replicated}), count_overflow_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("[32769,65536] S(dp),R would hand MPI") &&
-                                                         ContainsSubstring("2147549184 elements in one count on rank 0")));
+  REQUIRE_THROWS_MATCHES(
+      redistribute(x, layout{replicated, replicated}), count_overflow_error,
+      Catch::Matchers::MessageMatches(ContainsSubstring("[32769,65536] S(dp),R would hand MPI") &&
+                                      ContainsSubstring("2147549184 elements in one count on rank 0")));
   all_ranks_continue();
   // Gathered to one rank, only that rank's count overflows: every rank still raises it.
   int const root = test::world_size() - 1;
@@ -187,4 +192,3 @@ TEST_CASE("a count beyond MPI's int is refused on every rank before any data mov
                          Catch::Matchers::MessageMatches(ContainsSubstring("on rank " + std::to_string(root))));
   all_ranks_continue();
 }
-

@@ -101,7 +101,6 @@ std::vector<space> two_instances() {
   return {parts.begin(), parts.end()};
 }
 
-
 }  // namespace
 
 TEST_CASE("operations run their kernels on the given instance and fence only it", "[tensor][instances]") {
@@ -136,8 +135,8 @@ TEST_CASE("operations run their kernels on the given instance and fence only it"
     // Kokkos::fence without an instance would), except what Kokkos itself
     // does when a View is freed or a tool is listening.
     for (auto const& e : fences) {
-      bool const kokkos_own = e.name.find("impl_deallocate") != std::string::npos ||
-                              e.name.find("Profile Tool Fence") != std::string::npos;
+      bool const kokkos_own =
+          e.name.find("impl_deallocate") != std::string::npos || e.name.find("Profile Tool Fence") != std::string::npos;
       INFO("fence " << e.name);
       CHECK((kokkos_own || e.device == here));
     }

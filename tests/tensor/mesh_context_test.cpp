@@ -25,7 +25,6 @@ using test::numbered;
 constexpr layout rows{shard("x"), replicated};
 constexpr layout cols{replicated, shard("x")};
 
-
 std::size_t world() { return static_cast<std::size_t>(test::world_size()); }
 
 }  // namespace
@@ -52,7 +51,7 @@ TEST_CASE("copies of a mesh share its state; two meshes share none", "[runtime][
   REQUIRE(equal(gather(y), global));
   if (world() > 1) REQUIRE(a.counters()["all_to_all"].calls == 1);
   REQUIRE(b.counters().total() == collective_count{});  // b saw none of a's traffic
-  REQUIRE(b.plans().size() == b_plans);                   // nor its plans
+  REQUIRE(b.plans().size() == b_plans);                 // nor its plans
   REQUIRE(a.plans().size() > 0);
   REQUIRE(b.ledger().peak(memory_category::workspace) == 0);
 }

@@ -75,21 +75,34 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
       auto const expected = serial_transfer(one, packed, addressing::packed, shard, addressing::indexed);
       for (bool teams : {false, true}) {
         view const out = on_device(shard);
-        segment_copy<double, space::memory_space> const copy{unpack.pieces, unpack.src_indices, unpack.dst_indices,
-                                                             view(on_device(packed)), out, one.rank - 1, true, false};
-        if (teams) transfer_in_teams(space{}, copy, unpack.segments); else transfer_in_ranges(space{}, copy, unpack.segments);
+        segment_copy<double, space::memory_space> const copy{
+            unpack.pieces, unpack.src_indices, unpack.dst_indices, view(on_device(packed)), out, one.rank - 1, true,
+            false};
+        if (teams)
+          transfer_in_teams(space{}, copy, unpack.segments);
+        else
+          transfer_in_ranges(space{}, copy, unpack.segments);
         REQUIRE(on_host(out) == expected);
       }
     }
     std::vector<double> source(src_size);
     std::iota(source.begin(), source.end(), 1.0);
-    auto const expected = serial_transfer(set, source, addressing::indexed, std::vector<double>(set.total, -1.0),
-                                          addressing::packed);
+    auto const expected =
+        serial_transfer(set, source, addressing::indexed, std::vector<double>(set.total, -1.0), addressing::packed);
     for (bool teams : {false, true}) {
       view const out = on_device(std::vector<double>(set.total, -1.0));
-      segment_copy<double, space::memory_space> const copy{uploaded.pieces, uploaded.src_indices, uploaded.dst_indices,
-                                                           view(on_device(source)), out, set.rank - 1, false, true};
-      if (teams) transfer_in_teams(space{}, copy, uploaded.segments); else transfer_in_ranges(space{}, copy, uploaded.segments);
+      segment_copy<double, space::memory_space> const copy{uploaded.pieces,
+                                                           uploaded.src_indices,
+                                                           uploaded.dst_indices,
+                                                           view(on_device(source)),
+                                                           out,
+                                                           set.rank - 1,
+                                                           false,
+                                                           true};
+      if (teams)
+        transfer_in_teams(space{}, copy, uploaded.segments);
+      else
+        transfer_in_ranges(space{}, copy, uploaded.segments);
       REQUIRE(on_host(out) == expected);
       ++checked;
     }

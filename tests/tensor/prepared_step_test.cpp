@@ -41,12 +41,14 @@ TEST_CASE("a slice copies one block exactly when the piece kept is contiguous", 
   plan_step const by_cols = only_step(mesh, whole, layout{replicated, shard("x")});
   tensor_index const global{7, 6};  // every rank keeps some columns: no empty piece
   for (std::size_t r = 0; r < mesh.size(); ++r) {
-    prepared const rows = detail::prepare<Kokkos::HostSpace>(mesh, r, by_rows, global, Kokkos::DefaultHostExecutionSpace{});
-    interval const kept = block_interval(mesh, bind(mesh, layout{shard("x"), replicated}).dims[0], 7,
-                                         coordinates_of(mesh, r));
+    prepared const rows =
+        detail::prepare<Kokkos::HostSpace>(mesh, r, by_rows, global, Kokkos::DefaultHostExecutionSpace{});
+    interval const kept =
+        block_interval(mesh, bind(mesh, layout{shard("x"), replicated}).dims[0], 7, coordinates_of(mesh, r));
     REQUIRE(rows.own_at.has_value());
     REQUIRE(*rows.own_at == kept.begin * 6);
-    prepared const cols = detail::prepare<Kokkos::HostSpace>(mesh, r, by_cols, global, Kokkos::DefaultHostExecutionSpace{});
+    prepared const cols =
+        detail::prepare<Kokkos::HostSpace>(mesh, r, by_cols, global, Kokkos::DefaultHostExecutionSpace{});
     REQUIRE(!cols.own_at.has_value());
   }
 }

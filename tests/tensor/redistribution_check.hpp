@@ -70,7 +70,8 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   bound_layout const target = bind(shape, to);
   reference::simulated_tensor const before = reference::cut(shape, source, global, values);
 
-  typename tensor::view_type local = detail::allocate<typename tensor::view_type>("local", local_extents(shape, source, global, me));
+  typename tensor::view_type local =
+      detail::allocate<typename tensor::view_type>("local", local_extents(shape, source, global, me));
   auto host = Kokkos::create_mirror_view(local);
   for (std::size_t i = 0; i < before.shards[me].size(); ++i) host.data()[i] = static_cast<T>(before.shards[me][i]);
   Kokkos::deep_copy(local, host);
@@ -93,7 +94,7 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   }
   for (auto const& [name, count] : counters.all()) CHECK(calls[name] == count.calls);
   REQUIRE(counters.total().calls == std::accumulate(calls.begin(), calls.end(), std::uint64_t{0},
-                                                      [](std::uint64_t s, auto const& c) { return s + c.second; }));
+                                                    [](std::uint64_t s, auto const& c) { return s + c.second; }));
   REQUIRE(counters.total().bytes_received == predicted);
 
   // The result, reduced over the target's partial axes, is the target's cut.
@@ -106,7 +107,8 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   reference::simulated_tensor expected = reference::cut(shape, detail::without_partial(target), global, values);
   for (std::size_t i = 0; i < mine.size(); ++i) REQUIRE(mine[i] == static_cast<T>(expected.shards[me][i]));
 
-  typename tensor::view_type const out = detail::allocate<typename tensor::view_type>("out", detail::extents_of(y.local()));
+  typename tensor::view_type const out =
+      detail::allocate<typename tensor::view_type>("out", detail::extents_of(y.local()));
   Kokkos::deep_copy(out, T(-7));
   tensor z(mesh, to, extents, out);
   redistribute(x, z);

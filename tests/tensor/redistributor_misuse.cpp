@@ -18,8 +18,8 @@ using matrix = dynamic_dtensor<double, 2>;
 
 matrix make(device_mesh const& mesh, layout const& l, tensor_index const& global) {
   return matrix(mesh, l, {global[0], global[1]},
-                detail::allocate<matrix::view_type>("x", local_extents(mesh.shape(), bind(mesh.shape(), l), global,
-                                                                       mesh.rank())));
+                detail::allocate<matrix::view_type>(
+                    "x", local_extents(mesh.shape(), bind(mesh.shape(), l), global, mesh.rank())));
 }
 
 // Runs a rows-to-columns redistributor on every rank; the last rank passes
@@ -59,5 +59,6 @@ TEST_CASE("an output in another layout on the last rank", "[.][output]") {
 }
 
 TEST_CASE("an output that overlaps the input on the last rank", "[.][overlap]") {
-  misuse([](matrix const& x, matrix&, matrix const&, matrix&, matrix& overlapping) { return std::tie(x, overlapping); });
+  misuse(
+      [](matrix const& x, matrix&, matrix const&, matrix&, matrix& overlapping) { return std::tie(x, overlapping); });
 }

@@ -54,7 +54,7 @@ enum class step_kind : unsigned char {
 
 struct plan_step {
   step_kind kind = step_kind::slice;
-  axis_set axes;             // the mesh axes the step acts on
+  axis_set axes;                // the mesh axes the step acts on
   std::size_t from_dim = npos;  // all_to_all
   std::size_t to_dim = npos;    // slice, all_to_all, reduce_scatter
   bound_layout before;
@@ -133,7 +133,8 @@ struct fraction {
     case step_kind::all_to_all_v: {
       std::uint64_t const target = unit / group_size(mesh, sharding_axes(s.after));
       std::uint64_t most = 0;
-      for (std::size_t r = 0; r < mesh.size(); ++r) most = std::max(most, target - detail::overlap_units(mesh, s.after, s.before, r));
+      for (std::size_t r = 0; r < mesh.size(); ++r)
+        most = std::max(most, target - detail::overlap_units(mesh, s.after, s.before, r));
       return most;
     }
   }

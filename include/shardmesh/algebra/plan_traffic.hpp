@@ -82,7 +82,7 @@ namespace detail {
 
 // Elements each rank receives over the whole plan.
 [[nodiscard]] constexpr std::vector<std::size_t> received(mesh_shape const& mesh, redistribution_plan const& plan,
-                                                         tensor_index const& global) {
+                                                          tensor_index const& global) {
   std::vector<std::size_t> total(mesh.size(), 0);
   for (std::size_t i = 0; i < plan.size(); ++i)
     for (std::size_t r = 0; r < mesh.size(); ++r) total[r] += received(mesh, plan[i], global, r);

@@ -177,7 +177,8 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
           }
           for (std::size_t a = 0; a < mesh.ndim; ++a)
             if (holder[a] != c[a] && !s.axes.contains(a))
-              throw std::logic_error("simulate: " + std::string(to_string(mesh, s).view()) + " needs data from outside its group");
+              throw std::logic_error("simulate: " + std::string(to_string(mesh, s).view()) +
+                                     " needs data from outside its group");
           std::size_t const q = rank_of(mesh, holder);
           tensor_index const held = local_extents(mesh, s.before, t.global, q);
           next[r][local] = t.shards[q][detail::flat_index(held, at, s.before.rank)];
@@ -205,10 +206,11 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
         std::fill(next[r].begin(), next[r].end(), detail::identity(s.before.op));
         detail::for_each_local(mesh, s.after, t.global, r, [&](std::size_t local, tensor_index const& g) {
           tensor_index at{};
-          for (std::size_t d = 0; d < s.before.rank; ++d) at[d] = locate(mesh, s.before.dims[d], t.global[d], g[d]).local;
+          for (std::size_t d = 0; d < s.before.rank; ++d)
+            at[d] = locate(mesh, s.before.dims[d], t.global[d], g[d]).local;
           for (std::size_t q : members)
-            next[r][local] = detail::combine(s.before.op, next[r][local],
-                                             t.shards[q][detail::flat_index(old, at, s.before.rank)]);
+            next[r][local] =
+                detail::combine(s.before.op, next[r][local], t.shards[q][detail::flat_index(old, at, s.before.rank)]);
         });
         traffic.received[r] += (n - 1) * next[r].size();
         for (std::size_t q : members)

@@ -58,7 +58,8 @@ struct bound_layout {
     for (std::size_t i = 0; i < l[d].axes.count; ++i)
       b.dims[d].axes[i] = static_cast<unsigned char>(mesh.find(l[d].axes.names[i].view()));
   }
-  for (std::size_t i = 0; i < l.partial_axes.count; ++i) b.partial_axes.insert(mesh.find(l.partial_axes.names[i].view()));
+  for (std::size_t i = 0; i < l.partial_axes.count; ++i)
+    b.partial_axes.insert(mesh.find(l.partial_axes.names[i].view()));
   return b;
 }
 

@@ -96,16 +96,22 @@ constexpr message& context(message& m, mesh_shape const& mesh, layout const& l) 
 // A short name of an element type for messages: f32, f64, i32, c64, ...
 template <class T>
 [[nodiscard]] constexpr std::string_view element_name() {
-  if constexpr (std::is_same_v<T, float>) return "f32";
-  else if constexpr (std::is_same_v<T, double>) return "f64";
-  else if constexpr (std::is_same_v<T, bool>) return "bool";
+  if constexpr (std::is_same_v<T, float>)
+    return "f32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "f64";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "bool";
   else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>)
     return sizeof(T) == 1 ? "i8" : sizeof(T) == 2 ? "i16" : sizeof(T) == 4 ? "i32" : "i64";
   else if constexpr (std::is_integral_v<T>)
     return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return "c64";
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return "c128";
-  else return "T";
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return "c64";
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return "c128";
+  else
+    return "T";
 }
 
 template <class T>
@@ -142,8 +148,8 @@ template <class T>
 // Empty if a tensor can move from layout `from` to layout `to` on mesh: both
 // are valid, no axis goes from shard to partial, and partial axes keep
 // their op (partial data can be reduced, not re-reduced with another op).
-[[nodiscard]] constexpr message transition_error(std::string_view operation, mesh_shape const& mesh,
-                                                 layout const& from, layout const& to) {
+[[nodiscard]] constexpr message transition_error(std::string_view operation, mesh_shape const& mesh, layout const& from,
+                                                 layout const& to) {
   message m = layout_error(operation, mesh, from);
   if (m.empty()) m = layout_error(operation, mesh, to);
   if (!m.empty()) return m;
@@ -162,8 +168,8 @@ template <class T>
         return tail();
       }
     if (from.partial_axes.contains(name.view()) && from.op != to.op) {
-      m << operation << ": axis \"" << name << "\" is partial " << to_string(from.op)
-        << " and cannot become partial " << to_string(to.op);
+      m << operation << ": axis \"" << name << "\" is partial " << to_string(from.op) << " and cannot become partial "
+        << to_string(to.op);
       return tail();
     }
   }
@@ -200,8 +206,9 @@ template <std::same_as<layout>... Layouts>
 // whose diagnostic shows the message as the template argument.
 template <auto Message>
 struct shardmesh_error {
-  static_assert(Message.empty(), "shardmesh: invalid mesh, layout or transition; the message is shardmesh_error's "
-                                 "template argument above");
+  static_assert(Message.empty(),
+                "shardmesh: invalid mesh, layout or transition; the message is shardmesh_error's "
+                "template argument above");
   static constexpr bool value = Message.empty();
 };
 

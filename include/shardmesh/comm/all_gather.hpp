@@ -7,8 +7,8 @@
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -21,7 +21,8 @@ namespace shardmesh {
 template <class T, class Space>
 [[nodiscard]] request iall_gather_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                     Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& counts,
-                                    completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
+                                    completion when = completion::deferred,
+                                    execution_space_of<Space> const& exec = {}) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   auto const displs = detail::keep(detail::displacements(counts));
@@ -41,9 +42,8 @@ void all_gather_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos
 
 // MPI_Iallgather: equal blocks, recv.extent(0) == comm.size() * send.extent(0).
 template <class T, class Space>
-[[nodiscard]] request iall_gather(communicator const& comm, Kokkos::View<T*, Space> send,
-                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred,
-                                  execution_space_of<Space> const& exec = {}) {
+[[nodiscard]] request iall_gather(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
+                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = send.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(send.extent(0));
   return detail::post(comm, "all_gather", when, moved, moved, send, recv, {}, exec, [&](T* in, T* out, MPI_Request* r) {

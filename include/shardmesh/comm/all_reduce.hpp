@@ -11,8 +11,8 @@
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 
@@ -36,11 +36,9 @@ template <class T, class Space>
                                   execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
   int const count = detail::mpi_count(recv.extent(0));
-  return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec,
-                      [&](T* in, T* out, MPI_Request* r) {
-                        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, in, out, count, mpi_type<T>(),
-                                                mpi_op(op), comm.get());
-                      });
+  return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec, [&](T* in, T* out, MPI_Request* r) {
+    detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, in, out, count, mpi_type<T>(), mpi_op(op), comm.get());
+  });
 }
 
 // MPI_Iallreduce in place: data holds this rank's contribution, then the result.
@@ -52,8 +50,8 @@ template <class T, class Space>
   return detail::post(
       comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
       [&](T*, T* inout, MPI_Request* r) {
-        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count, mpi_type<T>(),
-                                mpi_op(op), comm.get());
+        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op),
+                                comm.get());
       },
       true);
 }

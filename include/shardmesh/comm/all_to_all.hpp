@@ -8,8 +8,8 @@
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -26,50 +26,49 @@ template <class T, class Space>
                                     std::vector<std::size_t> const& send_counts,
                                     std::vector<std::size_t> const& send_displs, Kokkos::View<T*, Space> recv,
                                     std::vector<std::size_t> const& recv_counts,
-                                    std::vector<std::size_t> const& recv_displs,
-                                    completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
+                                    std::vector<std::size_t> const& recv_displs, completion when = completion::deferred,
+                                    execution_space_of<Space> const& exec = {}) {
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const scounts = detail::keep(detail::mpi_counts(send_counts));
   auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
   auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
   auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
-  return detail::post(comm, "all_to_all", when, detail::sum_except(send_counts, me),
-                      detail::sum_except(recv_counts, me), send, recv, {scounts, rcounts, sdispls, rdispls}, exec,
-                      [&](T* in, T* out, MPI_Request* r) {
-                        detail::blocking_or_not(r, MPI_Alltoallv, MPI_Ialltoallv, in, scounts->data(),
-                                                sdispls->data(), mpi_type<T>(), out, rcounts->data(),
-                                                rdispls->data(), mpi_type<T>(), comm.get());
-                      });
+  return detail::post(
+      comm, "all_to_all", when, detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send, recv,
+      {scounts, rcounts, sdispls, rdispls}, exec, [&](T* in, T* out, MPI_Request* r) {
+        detail::blocking_or_not(r, MPI_Alltoallv, MPI_Ialltoallv, in, scounts->data(), sdispls->data(), mpi_type<T>(),
+                                out, rcounts->data(), rdispls->data(), mpi_type<T>(), comm.get());
+      });
 }
 
 // Blocks one after another in rank order.
 template <class T, class Space>
 [[nodiscard]] request iall_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send,
                                     std::vector<std::size_t> const& send_counts, Kokkos::View<T*, Space> recv,
-                                    std::vector<std::size_t> const& recv_counts,
-                                    completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
+                                    std::vector<std::size_t> const& recv_counts, completion when = completion::deferred,
+                                    execution_space_of<Space> const& exec = {}) {
   return iall_to_all_v(comm, send, send_counts, detail::offsets(send_counts), recv, recv_counts,
                        detail::offsets(recv_counts), when, exec);
 }
 
 template <class T, class Space>
 void all_to_all_v(communicator const& comm, Kokkos::View<T*, Space> send, std::vector<std::size_t> const& send_counts,
-                  Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& recv_counts, execution_space_of<Space> const& exec = {}) {
+                  Kokkos::View<T*, Space> recv, std::vector<std::size_t> const& recv_counts,
+                  execution_space_of<Space> const& exec = {}) {
   iall_to_all_v(comm, send, send_counts, recv, recv_counts, completion::immediate, exec).wait();
 }
 
 // MPI_Ialltoall: equal blocks of send.extent(0) / comm.size() elements.
 template <class T, class Space>
-[[nodiscard]] request iall_to_all(communicator const& comm, Kokkos::View<T*, Space> send,
-                                  Kokkos::View<T*, Space> recv, completion when = completion::deferred,
-                                  execution_space_of<Space> const& exec = {}) {
+[[nodiscard]] request iall_to_all(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
+                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const block = send.extent(0) / n;
   int const count = detail::mpi_count(block);
   return detail::post(comm, "all_to_all", when, block * (n - 1), block * (n - 1), send, recv, {}, exec,
                       [&](T* in, T* out, MPI_Request* r) {
-                        detail::blocking_or_not(r, MPI_Alltoall, MPI_Ialltoall, in, count, mpi_type<T>(), out,
-                                                count, mpi_type<T>(), comm.get());
+                        detail::blocking_or_not(r, MPI_Alltoall, MPI_Ialltoall, in, count, mpi_type<T>(), out, count,
+                                                mpi_type<T>(), comm.get());
                       });
 }
 

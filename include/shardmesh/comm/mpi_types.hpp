@@ -19,23 +19,38 @@ inline constexpr bool has_mpi_type_v =
 template <class T>
 MPI_Datatype mpi_type() {
   static_assert(has_mpi_type_v<T>, "shardmesh: no MPI datatype for this element type");
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, long double>) return MPI_LONG_DOUBLE;
-  else if constexpr (std::is_same_v<T, bool>) return MPI_CXX_BOOL;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return MPI_CXX_FLOAT_COMPLEX;
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return MPI_CXX_DOUBLE_COMPLEX;
-  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, long double>)
+    return MPI_LONG_DOUBLE;
+  else if constexpr (std::is_same_v<T, bool>)
+    return MPI_CXX_BOOL;
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return MPI_CXX_FLOAT_COMPLEX;
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return MPI_CXX_DOUBLE_COMPLEX;
+  else if constexpr (std::is_same_v<T, char>)
+    return MPI_CHAR;
   else if constexpr (std::is_signed_v<T>) {
-    if constexpr (sizeof(T) == 1) return MPI_INT8_T;
-    else if constexpr (sizeof(T) == 2) return MPI_INT16_T;
-    else if constexpr (sizeof(T) == 4) return MPI_INT32_T;
-    else return MPI_INT64_T;
+    if constexpr (sizeof(T) == 1)
+      return MPI_INT8_T;
+    else if constexpr (sizeof(T) == 2)
+      return MPI_INT16_T;
+    else if constexpr (sizeof(T) == 4)
+      return MPI_INT32_T;
+    else
+      return MPI_INT64_T;
   } else {
-    if constexpr (sizeof(T) == 1) return MPI_UINT8_T;
-    else if constexpr (sizeof(T) == 2) return MPI_UINT16_T;
-    else if constexpr (sizeof(T) == 4) return MPI_UINT32_T;
-    else return MPI_UINT64_T;
+    if constexpr (sizeof(T) == 1)
+      return MPI_UINT8_T;
+    else if constexpr (sizeof(T) == 2)
+      return MPI_UINT16_T;
+    else if constexpr (sizeof(T) == 4)
+      return MPI_UINT32_T;
+    else
+      return MPI_UINT64_T;
   }
 }
 

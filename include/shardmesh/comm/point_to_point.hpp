@@ -9,15 +9,16 @@
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/staging.hpp"
 
+#include <mpi.h>
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
-#include <mpi.h>
 
 namespace shardmesh {
 
 template <class T, class Space>
 [[nodiscard]] request iexchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination,
-                                Kokkos::View<T*, Space> recv, int source, int tag = 0, execution_space_of<Space> const& exec = {}) {
+                                Kokkos::View<T*, Space> recv, int source, int tag = 0,
+                                execution_space_of<Space> const& exec = {}) {
   Kokkos::Profiling::ScopedRegion region("shardmesh::point_to_point");
   int const me = comm.rank();
   if (destination == me && source == me) {

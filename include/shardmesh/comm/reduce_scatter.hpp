@@ -10,8 +10,8 @@
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -28,14 +28,15 @@ template <class T, class Space>
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   return detail::post(comm, "reduce_scatter", when, detail::sum_except(counts, me), counts[me] * (counts.size() - 1),
                       send, recv, {mpi_counts}, exec, [&](T* in, T* out, MPI_Request* r) {
-                        detail::blocking_or_not(r, MPI_Reduce_scatter, MPI_Ireduce_scatter, in, out,
-                                                mpi_counts->data(), mpi_type<T>(), mpi_op(op), comm.get());
+                        detail::blocking_or_not(r, MPI_Reduce_scatter, MPI_Ireduce_scatter, in, out, mpi_counts->data(),
+                                                mpi_type<T>(), mpi_op(op), comm.get());
                       });
 }
 
 template <class T, class Space>
 void reduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
-                      std::vector<std::size_t> const& counts, reduce_op op, execution_space_of<Space> const& exec = {}) {
+                      std::vector<std::size_t> const& counts, reduce_op op,
+                      execution_space_of<Space> const& exec = {}) {
   ireduce_scatter_v(comm, send, recv, counts, op, completion::immediate, exec).wait();
 }
 
@@ -43,19 +44,20 @@ void reduce_scatter_v(communicator const& comm, Kokkos::View<T*, Space> send, Ko
 template <class T, class Space>
 [[nodiscard]] request ireduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send,
                                       Kokkos::View<T*, Space> recv, reduce_op op,
-                                      completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
+                                      completion when = completion::deferred,
+                                      execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = recv.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(recv.extent(0));
   return detail::post(comm, "reduce_scatter", when, moved, moved, send, recv, {}, exec,
                       [&](T* in, T* out, MPI_Request* r) {
-    detail::blocking_or_not(r, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, in, out, count, mpi_type<T>(),
-                            mpi_op(op), comm.get());
-  });
+                        detail::blocking_or_not(r, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, in, out, count,
+                                                mpi_type<T>(), mpi_op(op), comm.get());
+                      });
 }
 
 template <class T, class Space>
-void reduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
-                    reduce_op op, execution_space_of<Space> const& exec = {}) {
+void reduce_scatter(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, reduce_op op,
+                    execution_space_of<Space> const& exec = {}) {
   ireduce_scatter(comm, send, recv, op, completion::immediate, exec).wait();
 }
 

@@ -3,9 +3,9 @@
 // once they complete (copy staged data back, say). Destruction waits, so no
 // MPI operation outlives the buffers it uses.
 
+#include <mpi.h>
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
-#include <mpi.h>
 
 #include <functional>
 #include <string>

@@ -10,8 +10,8 @@
 // otherwise Open MPI's MPIX_Query_cuda_support() decides for CUDA builds, and
 // everything else is staged.
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
 #endif
@@ -52,7 +52,8 @@ class staged_buffer {
   using view_type = Kokkos::View<T*, Space>;
 
   explicit staged_buffer(view_type view) : view_(view) {
-    if (needs_staging<typename view_type::memory_space>()) host_ = Kokkos::create_mirror_view(Kokkos::HostSpace{}, view);
+    if (needs_staging<typename view_type::memory_space>())
+      host_ = Kokkos::create_mirror_view(Kokkos::HostSpace{}, view);
   }
   // The pointer to hand MPI.
   [[nodiscard]] T* data() const { return host_.data() != nullptr ? host_.data() : view_.data(); }

@@ -41,8 +41,8 @@ class device_mesh {
   device_mesh(MPI_Comm comm, mesh_shape const& shape, cost_model model = {}) {
     communicator own = communicator::borrow(comm).dup();
     mesh_shape const bound = bind_extents(shape, static_cast<std::size_t>(own.size()));
-    agree(own, detail::hash(bound), "device_mesh: rank ", " gave a different mesh shape than rank 0 (" +
-                                                               std::string(to_string(bound).view()) + ")");
+    agree(own, detail::hash(bound), "device_mesh: rank ",
+          " gave a different mesh shape than rank 0 (" + std::string(to_string(bound).view()) + ")");
     context_ = std::make_shared<detail::mesh_context>(std::move(own), bound, std::make_shared<memory_ledger>(), model);
   }
 
@@ -87,7 +87,8 @@ class device_mesh {
   }
 
   // The planned redistribution between two layouts on this mesh, made once.
-  [[nodiscard]] std::shared_ptr<redistribution_plan const> plan(bound_layout const& from, bound_layout const& to) const {
+  [[nodiscard]] std::shared_ptr<redistribution_plan const> plan(bound_layout const& from,
+                                                                bound_layout const& to) const {
     return context_->plans().get(from, to);
   }
   [[nodiscard]] plan_cache& plans() const { return context_->plans(); }

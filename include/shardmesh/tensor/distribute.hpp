@@ -14,16 +14,16 @@
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
-#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/tensor/detail/agreement.hpp"
 #include "shardmesh/tensor/detail/pieces.hpp"
 #include "shardmesh/tensor/detail/step_execution.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <string>
@@ -70,7 +70,8 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   using T = typename GlobalView::non_const_value_type;
   constexpr std::size_t Rank = GlobalView::rank();
   using result = dynamic_dtensor<T, Rank, MemorySpace>;
-  static_assert(host_accessible_v<typename GlobalView::memory_space>, "distribute: the global view must be on the host");
+  static_assert(host_accessible_v<typename GlobalView::memory_space>,
+                "distribute: the global view must be on the host");
   static_assert(std::is_same_v<typename GlobalView::array_layout, Kokkos::LayoutRight>,
                 "distribute: the global view must be LayoutRight (row-major)");
   std::size_t const me = mesh.rank();
@@ -87,13 +88,15 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
     for (std::size_t d = 0; d < Rank; ++d) total *= extents[d];
     mine.largest_count = total;
   }
-  std::string const tensor = detail::tensor_name(element_name<T>(), Rank, extents) + " " + std::string(to_string(l).view());
+  std::string const tensor =
+      detail::tensor_name(element_name<T>(), Rank, extents) + " " + std::string(to_string(l).view());
   detail::agree(mesh, "distribute", tensor, Rank, mine);
   if (root != all_ranks && (root < 0 || static_cast<std::size_t>(root) >= mesh.size()))
     throw invalid_root_error("distribute: root " + std::to_string(root) + " is not a rank of the mesh " +
                              std::string(to_string(mesh.shape()).view()) + " (" + tensor + ")");
   message m = layout_error<T>("distribute", mesh.shape(), l);
-  if (m.empty() && l.rank != Rank) m << "distribute: layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
+  if (m.empty() && l.rank != Rank)
+    m << "distribute: layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
   if (!m.empty()) throw invalid_layout_error(std::string(m.view()));
   if (root != all_ranks) {
     std::vector<std::uint64_t> e(extents.begin(), extents.end());
@@ -107,7 +110,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   auto const host_exec = detail::host_instance(exec);
   using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
   auto local = detail::allocate<typename result::view_type>("shardmesh::shard",
-                                                             local_extents(mesh.shape(), target, extents, me));
+                                                            local_extents(mesh.shape(), target, extents, me));
   auto host = Kokkos::create_mirror_view(Kokkos::WithoutInitializing, local);
   host_flat const host_shard(host.data(), host.size());
 
@@ -135,7 +138,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
     MPI_Scatterv(packed.data(), mpi_counts.data(), displs.data(), mpi_type<T>(), host.data(), mpi_counts[me],
                  mpi_type<T>(), root, mesh.comm().get());
     mesh.counters().record("scatter", holds_global ? detail::sum_except(counts, me) * sizeof(T) : 0,
-                      holds_global ? 0 : counts[me] * sizeof(T));
+                           holds_global ? 0 : counts[me] * sizeof(T));
   }
   host_exec.fence("shardmesh::distribute");
   if (group_position(mesh.shape(), target.partial_axes, me) != 0)

@@ -15,8 +15,8 @@
 #include "shardmesh/tensor/dtensor.hpp"
 #include "shardmesh/tensor/redistribute.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -72,7 +72,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   MPI_Gatherv(shard.data(), mpi_counts[me], mpi_type<T>(), packed.data(), mpi_counts.data(), displs.data(),
               mpi_type<T>(), root, mesh.comm().get());
   mesh.counters().record("gather", at_root ? 0 : counts[me] * sizeof(T),
-                    at_root ? detail::sum_except(counts, me) * sizeof(T) : 0);
+                         at_root ? detail::sum_except(counts, me) * sizeof(T) : 0);
   if (!at_root) return host_view();
   auto const host_exec = detail::host_instance(exec);
   detail::transfer(host_exec, detail::device_pieces<Kokkos::HostSpace>(pieces, host_exec),

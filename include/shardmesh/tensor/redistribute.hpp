@@ -20,10 +20,10 @@
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/runtime/workspace.hpp"
 #include "shardmesh/tensor/detail/agreement.hpp"
 #include "shardmesh/tensor/detail/step_execution.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
-#include "shardmesh/runtime/workspace.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -196,7 +196,7 @@ class redistribution {
       detail::step_operation op = detail::start_step(exec_, mesh_, s, global_, current_, out, when_);
       current_ = out;
       input_buffer_ = std::exchange(current_buffer_, buffer);  // MPI may read the input until the step completes
-      if (op.pending.test()) {  // local steps and completed collectives go on at once
+      if (op.pending.test()) {                                 // local steps and completed collectives go on at once
         complete(op);
         continue;
       }
@@ -229,7 +229,7 @@ class redistribution {
   view_type source_;  // the input, alive until the first step completes
   view_type result_;
   bool writes_into_ = false;
-  flat_view current_;                     // the latest step's output
+  flat_view current_;                      // the latest step's output
   std::shared_ptr<lease> current_buffer_;  // its memory, unless it is result_
   std::shared_ptr<lease> input_buffer_;    // the memory of the input of the step in flight
   std::shared_ptr<redistribution_plan const> plan_;
@@ -240,7 +240,8 @@ class redistribution {
 // Run-time layouts.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
-    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to, execution_space_of<MemorySpace> const& exec = {}) {
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
+    execution_space_of<MemorySpace> const& exec = {}) {
   return {x, to, nullptr, completion::deferred, exec};
 }
 
@@ -283,7 +284,8 @@ template <layout To, class T, layout From, class MemorySpace>
 
 template <class T, layout From, layout To, class MemorySpace>
 [[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(
-    dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y, execution_space_of<MemorySpace> const& exec = {}) {
+    dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y,
+    execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
   return {x, To, &y, completion::deferred, exec};
 }

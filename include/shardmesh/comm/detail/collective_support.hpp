@@ -8,16 +8,16 @@
 #include "shardmesh/comm/staging.hpp"
 #include "shardmesh/errors.hpp"
 
+#include <mpi.h>
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
-#include <mpi.h>
 
 #include <climits>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <numeric>
 #include <string>
-#include <initializer_list>
 #include <utility>
 #include <vector>
 

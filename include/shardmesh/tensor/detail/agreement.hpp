@@ -8,16 +8,16 @@
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
-#include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
 
 #include <mpi.h>
 
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +29,7 @@ struct tensor_record {
   std::array<std::uint64_t, max_tensor_rank> global{};
   std::array<std::uint64_t, max_tensor_rank> local{};     // the local shard's extents
   std::array<std::uint64_t, max_tensor_rank> expected{};  // what the layout gives this rank
-  std::uint64_t output = 0;  // an output_problem, for operations that write into a given tensor
+  std::uint64_t output = 0;         // an output_problem, for operations that write into a given tensor
   std::uint64_t largest_count = 0;  // the largest count or displacement the operation hands MPI here
 };
 
@@ -75,8 +75,8 @@ inline std::string extents_string(std::size_t rank, std::array<std::uint64_t, ma
 // mismatched_tensor_error if ranks disagree, local_extents_error if some
 // rank's local shard has the wrong extents or cannot take the output,
 // count_overflow_error if some rank would hand MPI a count beyond INT_MAX.
-inline void agree(device_mesh const& mesh, std::string const& operation, std::string const& tensor,
-                  std::size_t rank, tensor_record const& mine) {
+inline void agree(device_mesh const& mesh, std::string const& operation, std::string const& tensor, std::size_t rank,
+                  tensor_record const& mine) {
   static_assert(sizeof(tensor_record) % sizeof(std::uint64_t) == 0);
   int const words = static_cast<int>(sizeof(tensor_record) / sizeof(std::uint64_t));
   std::vector<tensor_record> all(mesh.size());
@@ -86,9 +86,9 @@ inline void agree(device_mesh const& mesh, std::string const& operation, std::st
       throw mismatched_tensor_error(operation + ": rank " + std::to_string(r) + " asked for a different operation, " +
                                     "layout or element type than rank 0 (here: " + tensor + ")");
     if (all[r].global != all[0].global)
-      throw mismatched_tensor_error(operation + ": ranks disagree on the global extents of " + tensor + ": rank 0 has " +
-                                    extents_string(rank, all[0].global) + ", rank " + std::to_string(r) + " has " +
-                                    extents_string(rank, all[r].global));
+      throw mismatched_tensor_error(operation + ": ranks disagree on the global extents of " + tensor +
+                                    ": rank 0 has " + extents_string(rank, all[0].global) + ", rank " +
+                                    std::to_string(r) + " has " + extents_string(rank, all[r].global));
   }
   for (std::size_t r = 0; r < all.size(); ++r)
     if (auto const p = static_cast<output_problem>(all[r].output); p != output_problem::none)

@@ -32,8 +32,8 @@ inline constexpr std::size_t segment_length = 4096;
 
 // One box, in the arrays a piece_set carries to the device.
 struct piece {
-  std::size_t start = 0;  // offset of the piece in the packed buffer
-  std::size_t count = 0;  // elements
+  std::size_t start = 0;                         // offset of the piece in the packed buffer
+  std::size_t count = 0;                         // elements
   std::size_t box[max_tensor_rank] = {};         // extent of the box per dimension
   std::size_t src_list[max_tensor_rank] = {};    // where each dimension's source indices start
   std::size_t dst_list[max_tensor_rank] = {};    // where each dimension's destination indices start
@@ -207,7 +207,10 @@ struct segment_copy {
     std::size_t hi = pieces.extent(0);
     while (hi - lo > 1) {
       std::size_t const mid = (lo + hi) / 2;
-      if (pieces(mid).first_segment <= segment) lo = mid; else hi = mid;
+      if (pieces(mid).first_segment <= segment)
+        lo = mid;
+      else
+        hi = mid;
     }
     piece const& p = pieces(lo);
     // Integer division is slow next to copying a short row: skip it where
@@ -271,8 +274,7 @@ template <class ExecutionSpace, class T, class MemorySpace>
 void transfer_in_teams(ExecutionSpace const& exec, segment_copy<T, MemorySpace> const& copy, std::size_t segments) {
   using team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   Kokkos::parallel_for(
-      "shardmesh::transfer_pieces",
-      Kokkos::TeamPolicy<ExecutionSpace>(exec, static_cast<int>(segments), Kokkos::AUTO),
+      "shardmesh::transfer_pieces", Kokkos::TeamPolicy<ExecutionSpace>(exec, static_cast<int>(segments), Kokkos::AUTO),
       KOKKOS_LAMBDA(team const& member) {
         copy(static_cast<std::size_t>(member.league_rank()), [&](std::size_t begin, std::size_t end, auto const& f) {
           Kokkos::parallel_for(Kokkos::TeamVectorRange(member, begin, end), f);
@@ -283,11 +285,14 @@ void transfer_in_teams(ExecutionSpace const& exec, segment_copy<T, MemorySpace> 
 // Copies every element of the pieces from src to dst on the instance exec
 // (asynchronously, where the backend is).
 template <class ExecutionSpace, class T, class MemorySpace>
-void transfer(ExecutionSpace const& exec, device_pieces<MemorySpace> const& set, Kokkos::View<T const*, MemorySpace> src,
-              addressing src_mode, Kokkos::View<T*, MemorySpace> dst, addressing dst_mode) {
+void transfer(ExecutionSpace const& exec, device_pieces<MemorySpace> const& set,
+              Kokkos::View<T const*, MemorySpace> src, addressing src_mode, Kokkos::View<T*, MemorySpace> dst,
+              addressing dst_mode) {
   if (set.total == 0) return;
-  segment_copy<T, MemorySpace> const copy{set.pieces, set.src_indices, set.dst_indices, src, dst, set.rank - 1,
-                                          src_mode == addressing::packed, dst_mode == addressing::packed};
+  bool const src_packed = src_mode == addressing::packed;
+  bool const dst_packed = dst_mode == addressing::packed;
+  segment_copy<T, MemorySpace> const copy{set.pieces, set.src_indices, set.dst_indices, src,
+                                          dst,        set.rank - 1,    src_packed,      dst_packed};
   if constexpr (std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>)
     transfer_in_ranges(exec, copy, set.segments);
   else

@@ -33,13 +33,13 @@ struct prepared_step {
   device_pieces<MemorySpace> sends;     // reduce-scatter: to every member; all-to-all: to the others
   device_pieces<MemorySpace> receives;  // all-gather: from every member; all-to-all: from the others
   std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;  // per group member
-  bool send_in_place = false;  // the input shard is the send buffer, at send_offsets
-  bool recv_in_place = false;  // the output shard is the receive buffer, at recv_offsets
-  bool equal_blocks = false;   // all-gather, reduce-scatter: every member's block is as large
+  bool send_in_place = false;         // the input shard is the send buffer, at send_offsets
+  bool recv_in_place = false;         // the output shard is the receive buffer, at recv_offsets
+  bool equal_blocks = false;          // all-gather, reduce-scatter: every member's block is as large
   std::optional<std::size_t> own_at;  // slice: the piece kept is contiguous in the input, from here
-  std::size_t largest_count = 0;  // the largest count or displacement handed to MPI (elements)
-  std::size_t peer = 0;        // permute: the rank this one exchanges with
-  bool keeps_data = false;     // to_partial: this rank keeps the values, the others hold the identity
+  std::size_t largest_count = 0;      // the largest count or displacement handed to MPI (elements)
+  std::size_t peer = 0;               // permute: the rank this one exchanges with
+  bool keeps_data = false;            // to_partial: this rank keeps the values, the others hold the identity
 };
 
 // Where each member's block starts: in the shard at the pieces' offsets
@@ -101,8 +101,8 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       for (std::size_t i = 0; i < n; ++i)
         p.recv_counts.push_back(from_members.add(shape, s.before, member(i), s.after, me, global));
       p.recv_in_place = in_order_contiguous(from_members, false, out_extents);
-      p.equal_blocks = std::all_of(p.recv_counts.begin(), p.recv_counts.end(),
-                                   [&](std::size_t c) { return c == p.recv_counts[0]; });
+      p.equal_blocks =
+          std::all_of(p.recv_counts.begin(), p.recv_counts.end(), [&](std::size_t c) { return c == p.recv_counts[0]; });
       p.receives = device_pieces<MemorySpace>(from_members, exec);
       break;
     }
@@ -112,8 +112,8 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       for (std::size_t i = 0; i < n; ++i)
         p.send_counts.push_back(to_members.add(shape, s.before, me, s.after, member(i), global));
       p.send_in_place = in_order_contiguous(to_members, true, in_extents);
-      p.equal_blocks = std::all_of(p.send_counts.begin(), p.send_counts.end(),
-                                   [&](std::size_t c) { return c == p.send_counts[0]; });
+      p.equal_blocks =
+          std::all_of(p.send_counts.begin(), p.send_counts.end(), [&](std::size_t c) { return c == p.send_counts[0]; });
       p.sends = device_pieces<MemorySpace>(to_members, exec);
       break;
     }
@@ -165,7 +165,7 @@ class prepared_steps {
 
   template <class ExecutionSpace>
   [[nodiscard]] std::shared_ptr<prepared_step<MemorySpace> const> get(plan_step const& s, tensor_index const& global,
-                                                                       ExecutionSpace const& exec) {
+                                                                      ExecutionSpace const& exec) {
     return cache_.get({s, global}, [&] { return prepare<MemorySpace>(shape_, rank_, s, global, exec); });
   }
 
@@ -178,7 +178,10 @@ class prepared_steps {
   struct key_hash {
     std::size_t operator()(key const& k) const {
       fnv1a h;
-      h.mix(hash(k.step.before)).mix(hash(k.step.after)).mix(static_cast<std::uint64_t>(k.step.kind)).mix(k.step.axes.bits);
+      h.mix(hash(k.step.before))
+          .mix(hash(k.step.after))
+          .mix(static_cast<std::uint64_t>(k.step.kind))
+          .mix(k.step.axes.bits);
       for (std::size_t extent : k.global) h.mix(extent);
       return static_cast<std::size_t>(h.value);
     }

@@ -13,10 +13,10 @@
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/request.hpp"
-#include "shardmesh/tensor/detail/pieces.hpp"
-#include "shardmesh/tensor/detail/prepared_step.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/workspace.hpp"
+#include "shardmesh/tensor/detail/pieces.hpp"
+#include "shardmesh/tensor/detail/prepared_step.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -83,9 +83,7 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
       else
         Kokkos::deep_copy(exec, out, reduction_identity<T>(s.after.op));
       return {};
-    case step_kind::all_reduce:
-      ready();
-      return {iall_reduce(group(), in, out, s.before.op, when, exec), {}};
+    case step_kind::all_reduce: ready(); return {iall_reduce(group(), in, out, s.before.op, when, exec), {}};
     case step_kind::permute: {
       ready();
       int const peer = static_cast<int>(p->peer);
