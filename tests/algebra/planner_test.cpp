@@ -11,7 +11,6 @@ namespace {
 constexpr mesh_shape line{{"tp", 4}};
 constexpr mesh_shape grid{{"dp", 2}, {"tp", 2}};
 
-constexpr layout R1{replicated};
 constexpr layout R2{replicated, replicated};
 
 // The plan has exactly these steps, in order.
