@@ -125,8 +125,8 @@ struct layout {
 
 // Compact notation, used in every message and plan dump:
 //   R  S(dp)  S(dp,tp)  C64(tp)  and, if partial, a suffix " P(sum:tp)".
-[[nodiscard]] constexpr message to_string(dim_placement const& p) {
-  message out;
+[[nodiscard]] constexpr fixed_text to_string(dim_placement const& p) {
+  fixed_text out;
   if (!p.is_sharded()) return out << "R";
   if (p.dist == distribution::cyclic)
     out << "C" << p.block_size;
@@ -137,8 +137,8 @@ struct layout {
   return out << ")";
 }
 
-[[nodiscard]] constexpr message to_string(layout const& l) {
-  message out;
+[[nodiscard]] constexpr fixed_text to_string(layout const& l) {
+  fixed_text out;
   for (std::size_t d = 0; d < l.rank; ++d) out << (d == 0 ? "" : ",") << to_string(l[d]);
   if (l.is_partial()) {
     out << (l.rank == 0 ? "" : " ") << "P(" << to_string(l.op) << ":";

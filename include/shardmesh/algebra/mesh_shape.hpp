@@ -98,8 +98,8 @@ struct mesh_shape {
 }
 
 // "dp=2,tp=4" ("dp=?" for an extent not bound yet).
-[[nodiscard]] constexpr message to_string(mesh_shape const& mesh) {
-  message out;
+[[nodiscard]] constexpr fixed_text to_string(mesh_shape const& mesh) {
+  fixed_text out;
   for (std::size_t a = 0; a < mesh.ndim; ++a) {
     if (a != 0) out << ",";
     out << mesh[a].name << "=";

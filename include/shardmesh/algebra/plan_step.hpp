@@ -147,8 +147,8 @@ struct fraction {
 }
 
 // "tp", "dp,tp": the axes of mask in mesh order.
-[[nodiscard]] constexpr message axis_names_of(mesh_shape const& mesh, axis_set axes) {
-  message out;
+[[nodiscard]] constexpr fixed_text axis_names_of(mesh_shape const& mesh, axis_set axes) {
+  fixed_text out;
   bool first = true;
   for (std::size_t a = 0; a < mesh.ndim; ++a)
     if (axes.contains(a)) {
@@ -159,7 +159,7 @@ struct fraction {
 }
 
 // Compact notation of a bound layout, as to_string(layout).
-[[nodiscard]] constexpr message to_string(mesh_shape const& mesh, bound_layout const& l) {
+[[nodiscard]] constexpr fixed_text to_string(mesh_shape const& mesh, bound_layout const& l) {
   layout named;
   named.rank = l.rank;
   named.op = l.op;
@@ -174,8 +174,8 @@ struct fraction {
 }
 
 // "all_to_all(tp, dim 0->1)", "reduce_scatter(sum, tp, dim 0)", "permute(dp<->tp)".
-[[nodiscard]] constexpr message to_string(mesh_shape const& mesh, plan_step const& s) {
-  message out;
+[[nodiscard]] constexpr fixed_text to_string(mesh_shape const& mesh, plan_step const& s) {
+  fixed_text out;
   out << to_string(s.kind) << "(";
   if (s.kind == step_kind::all_reduce || s.kind == step_kind::reduce_scatter || s.kind == step_kind::to_partial)
     out << to_string(s.after.op) << ", ";

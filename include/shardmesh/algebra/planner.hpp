@@ -358,10 +358,10 @@ consteval redistribution_plan static_plan() {
 
 // What a rank receives in a step, relative to its input shard (even case):
 // "no bytes", "3/4 of local", "3 x local".
-[[nodiscard]] constexpr message bytes_phrase(mesh_shape const& mesh, plan_step const& s) {
+[[nodiscard]] constexpr fixed_text bytes_phrase(mesh_shape const& mesh, plan_step const& s) {
   std::uint64_t num = step_bytes(mesh, s);
   std::uint64_t den = global_units(mesh) / group_size(mesh, sharding_axes(s.before));
-  message out;
+  fixed_text out;
   if (num == 0) return out << "no bytes";
   std::uint64_t a = num;
   std::uint64_t b = den;

@@ -78,6 +78,6 @@ inline constexpr std::size_t max_axis_name_length = 15;
 using axis_name = static_string<max_axis_name_length>;
 
 // Messages and notation: long enough for a 6-D layout on a 6-axis mesh.
-using message = static_string<240>;
+using fixed_text = static_string<240>;
 
 }  // namespace shardmesh

@@ -20,8 +20,8 @@
 namespace shardmesh {
 
 // Empty if mesh is well formed: identifiers, distinct names, extents >= 1.
-[[nodiscard]] constexpr message mesh_error(std::string_view operation, mesh_shape const& mesh) {
-  message m;
+[[nodiscard]] constexpr fixed_text mesh_error(std::string_view operation, mesh_shape const& mesh) {
+  fixed_text m;
   if (mesh.overflow != 0) return m << operation << ": a mesh has at most " << max_mesh_axes << " axes";
   for (std::size_t a = 0; a < mesh.ndim; ++a) {
     auto const name = mesh[a].name.view();
@@ -37,7 +37,7 @@ namespace shardmesh {
 
 namespace detail {
 
-constexpr message& context(message& m, mesh_shape const& mesh, layout const& l) {
+constexpr fixed_text& context(fixed_text& m, mesh_shape const& mesh, layout const& l) {
   return m << " (layout " << to_string(l) << ", mesh " << to_string(mesh) << ")";
 }
 
@@ -46,8 +46,8 @@ constexpr message& context(message& m, mesh_shape const& mesh, layout const& l) 
 // Empty if l is a valid layout on mesh: its axes exist, each mesh axis is used
 // at most once across all dimensions and the partial set, cyclic blocks are
 // not empty.
-[[nodiscard]] constexpr message layout_error(std::string_view operation, mesh_shape const& mesh, layout const& l) {
-  message m = mesh_error(operation, mesh);
+[[nodiscard]] constexpr fixed_text layout_error(std::string_view operation, mesh_shape const& mesh, layout const& l) {
+  fixed_text m = mesh_error(operation, mesh);
   if (!m.empty()) return m;
   if (l.overflow != 0) return m << operation << ": a tensor has at most " << max_tensor_rank << " dimensions";
   if (l.partial_axes.overflow != 0)
@@ -69,7 +69,7 @@ constexpr message& context(message& m, mesh_shape const& mesh, layout const& l) 
         m << operation << ": dimension " << user << " is sharded twice on axis \"" << name << "\"";
     } else if (used_by[a] != npos) {
       m << operation << ": axis \"" << name << "\" is used by dimension " << used_by[a] << " and "
-        << (user == l.rank ? message("the partial set") : message("dimension") << " " << user);
+        << (user == l.rank ? fixed_text("the partial set") : fixed_text("dimension") << " " << user);
     } else {
       used_by[a] = user;
       return true;
@@ -135,8 +135,8 @@ template <class T>
 
 // layout_error, plus: the reduction op fits the element type T.
 template <class T>
-[[nodiscard]] constexpr message layout_error(std::string_view operation, mesh_shape const& mesh, layout const& l) {
-  message m = layout_error(operation, mesh, l);
+[[nodiscard]] constexpr fixed_text layout_error(std::string_view operation, mesh_shape const& mesh, layout const& l) {
+  fixed_text m = layout_error(operation, mesh, l);
   if (m.empty() && l.is_partial() && !reduce_op_fits<T>(l.op)) {
     m << operation << ": reduction " << to_string(l.op) << " on axis \"" << l.partial_axes.names[0]
       << "\" does not fit element type " << element_name<T>();
@@ -148,15 +148,15 @@ template <class T>
 // Empty if a tensor can move from layout `from` to layout `to` on mesh: both
 // are valid, no axis goes from shard to partial, and partial axes keep
 // their op (partial data can be reduced, not re-reduced with another op).
-[[nodiscard]] constexpr message transition_error(std::string_view operation, mesh_shape const& mesh, layout const& from,
-                                                 layout const& to) {
-  message m = layout_error(operation, mesh, from);
+[[nodiscard]] constexpr fixed_text transition_error(std::string_view operation, mesh_shape const& mesh,
+                                                    layout const& from, layout const& to) {
+  fixed_text m = layout_error(operation, mesh, from);
   if (m.empty()) m = layout_error(operation, mesh, to);
   if (!m.empty()) return m;
   if (from.rank != to.rank)
     return m << operation << ": layout " << to_string(from) << " has " << from.rank << " dimensions, layout "
              << to_string(to) << " has " << to.rank;
-  auto const tail = [&]() -> message& {
+  auto const tail = [&]() -> fixed_text& {
     return m << " (" << to_string(from) << " -> " << to_string(to) << ", mesh " << to_string(mesh) << ")";
   };
   for (std::size_t i = 0; i < to.partial_axes.count; ++i) {

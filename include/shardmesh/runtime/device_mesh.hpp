@@ -123,7 +123,7 @@ class device_mesh {
   explicit device_mesh(std::shared_ptr<detail::mesh_context> context) : context_(std::move(context)) {}
 
   static mesh_shape bind_extents(mesh_shape shape, std::size_t size) {
-    message const m = mesh_error("device_mesh", shape);
+    fixed_text const m = mesh_error("device_mesh", shape);
     if (!m.empty()) throw invalid_mesh_error(std::string(m.view()));
     std::size_t known = 1;
     std::size_t dynamic = npos;

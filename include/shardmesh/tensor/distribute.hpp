@@ -94,7 +94,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   if (root != all_ranks && (root < 0 || static_cast<std::size_t>(root) >= mesh.size()))
     throw invalid_root_error("distribute: root " + std::to_string(root) + " is not a rank of the mesh " +
                              std::string(to_string(mesh.shape()).view()) + " (" + tensor + ")");
-  message m = layout_error<T>("distribute", mesh.shape(), l);
+  fixed_text m = layout_error<T>("distribute", mesh.shape(), l);
   if (m.empty() && l.rank != Rank)
     m << "distribute: layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
   if (!m.empty()) throw invalid_layout_error(std::string(m.view()));

@@ -119,7 +119,7 @@ class dynamic_dtensor {
   // Why l is no layout for this tensor on its mesh, or empty. The same on
   // every rank that has the same mesh, tensor and l.
   [[nodiscard]] std::string layout_problem(std::string_view operation, shardmesh::layout const& l) const {
-    message m = layout_error<T>(operation, mesh_.shape(), l);
+    fixed_text m = layout_error<T>(operation, mesh_.shape(), l);
     if (m.empty() && l.rank != Rank)
       m << operation << ": layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
     if (m.empty()) return {};

@@ -94,7 +94,7 @@ void agree_on_transition(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout 
   agree(mesh, "redistribute", x.notation(), Rank, mine);
   std::string problem = x.layout_problem("redistribute", to);
   if (problem.empty()) {
-    message const m = transition_error("redistribute", mesh.shape(), x.layout(), to);
+    fixed_text const m = transition_error("redistribute", mesh.shape(), x.layout(), to);
     if (!m.empty()) problem = tensor_name(element_name<T>(), Rank, x.global_extents()) + ": " + std::string(m.view());
   }
   if (!problem.empty()) throw invalid_layout_error(problem);
