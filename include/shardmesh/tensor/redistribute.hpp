@@ -51,16 +51,26 @@ output_problem output_problem_of(dynamic_dtensor<T, Rank, MemorySpace> const& x,
   return output_problem::none;
 }
 
+// Why x cannot move to `to`, or empty. The same on every rank that agrees
+// on x and `to`.
+template <class T, std::size_t Rank, class MemorySpace>
+std::string transition_problem(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to) {
+  std::string problem = x.layout_problem("redistribute", to);
+  if (problem.empty()) {
+    fixed_text const m = transition_error("redistribute", x.mesh().shape(), x.layout(), to);
+    if (!m.empty()) problem = tensor_name(element_name<T>(), Rank, x.global_extents()) + ": " + std::string(m.view());
+  }
+  return problem;
+}
+
 // The largest count or displacement any step of x's redistribution to `to`
-// would hand MPI on this rank, or 0 if the transition is invalid here (the
-// agreement that follows reports why, on every rank).
+// would hand MPI on this rank. Precondition: transition_problem(x, to) is
+// empty. 0 if the planner cannot make it (raised after the agreement, on
+// every rank).
 template <class T, std::size_t Rank, class MemorySpace>
 std::size_t largest_count(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
                           execution_space_of<MemorySpace> const& exec) {
   device_mesh const& mesh = x.mesh();
-  if (!x.layout_problem("redistribute", to).empty() ||
-      !transition_error("redistribute", mesh.shape(), x.layout(), to).empty())
-    return 0;
   try {
     auto const plan = mesh.plan(x.bound(), bind(mesh.shape(), to));
     std::size_t largest = 0;
@@ -68,7 +78,7 @@ std::size_t largest_count(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout
       largest = std::max(largest, prepared<MemorySpace>(mesh, (*plan)[i], x.global_extents(), exec)->largest_count);
     return largest;
   } catch (error const&) {
-    return 0;  // raised again after the agreement, on every rank
+    return 0;
   }
 }
 
@@ -81,8 +91,9 @@ void agree_on_transition(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout 
                          dynamic_dtensor<T, Rank, MemorySpace> const* into,
                          execution_space_of<MemorySpace> const& exec = {}) {
   device_mesh const& mesh = x.mesh();
+  std::string const problem = transition_problem(x, to);  // raised after the agreement
   tensor_record mine{};
-  mine.largest_count = largest_count(x, to, exec);
+  mine.largest_count = problem.empty() ? largest_count(x, to, exec) : 0;
   mine.what = fnv1a{}.mix(hash(x.layout())).mix(hash(to)).mix(sizeof(T)).mix(Rank).mix(into != nullptr).value;
   tensor_index const expected = local_extents(mesh.shape(), x.bound(), x.global_extents(), mesh.rank());
   for (std::size_t d = 0; d < Rank; ++d) {
@@ -92,11 +103,6 @@ void agree_on_transition(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout 
   }
   if (into != nullptr) mine.output = static_cast<std::uint64_t>(output_problem_of(x, *into));
   agree(mesh, "redistribute", x.notation(), Rank, mine);
-  std::string problem = x.layout_problem("redistribute", to);
-  if (problem.empty()) {
-    fixed_text const m = transition_error("redistribute", mesh.shape(), x.layout(), to);
-    if (!m.empty()) problem = tensor_name(element_name<T>(), Rank, x.global_extents()) + ": " + std::string(m.view());
-  }
   if (!problem.empty()) throw invalid_layout_error(problem);
 }
 
