@@ -160,17 +160,7 @@ struct fraction {
 
 // Compact notation of a bound layout, as to_string(layout).
 [[nodiscard]] constexpr fixed_text to_string(mesh_shape const& mesh, bound_layout const& l) {
-  layout named;
-  named.rank = l.rank;
-  named.op = l.op;
-  for (std::size_t d = 0; d < l.rank; ++d) {
-    named.dims[d].dist = l.dims[d].dist;
-    named.dims[d].block_size = l.dims[d].block_size;
-    for (std::size_t i = 0; i < l.dims[d].count; ++i) named.dims[d].axes.push_back(mesh[l.dims[d].axes[i]].name);
-  }
-  for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if (l.partial_axes.contains(a)) named.partial_axes.push_back(mesh[a].name);
-  return to_string(named);
+  return to_string(unbind(mesh, l));
 }
 
 // "all_to_all(tp, dim 0->1)", "reduce_scatter(sum, tp, dim 0)", "permute(dp<->tp)".

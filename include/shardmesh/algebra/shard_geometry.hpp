@@ -63,6 +63,21 @@ struct bound_layout {
   return b;
 }
 
+// The layout with axes by name again. Postcondition: bind(mesh, unbind(mesh, l)) == l.
+[[nodiscard]] constexpr layout unbind(mesh_shape const& mesh, bound_layout const& l) {
+  layout named;
+  named.rank = l.rank;
+  named.op = l.op;
+  for (std::size_t d = 0; d < l.rank; ++d) {
+    named.dims[d].dist = l.dims[d].dist;
+    named.dims[d].block_size = l.dims[d].block_size;
+    for (std::size_t i = 0; i < l.dims[d].count; ++i) named.dims[d].axes.push_back(mesh[l.dims[d].axes[i]].name);
+  }
+  for (std::size_t a = 0; a < mesh.ndim; ++a)
+    if (l.partial_axes.contains(a)) named.partial_axes.push_back(mesh[a].name);
+  return named;
+}
+
 // Number of shards of a dimension: the product of its axes' extents.
 [[nodiscard]] constexpr std::size_t shard_count(mesh_shape const& mesh, bound_dim const& dim) {
   std::size_t n = 1;

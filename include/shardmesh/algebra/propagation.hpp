@@ -1,0 +1,452 @@
+#pragma once
+// How layouts propagate through compute (DESIGN.md, "Layouts propagate
+// through compute"; docs/05-sharded-compute.md). For each kind of op a rule
+// says which operand layouts it can run on locally and the layout of its
+// result; when the operands do not fit, the cheapest redistribution of the
+// operands (and of the result, if a layout is requested) is chosen with the
+// planner's cost model. Pure constexpr; no Kokkos or MPI.
+//
+//   product   C = A.B in index notation (contraction.hpp), per mesh axis x:
+//             x shards a free dimension of one operand, unused by the other: C sharded there;
+//             x shards a shared dimension the same way in both: batch -> sharded, contracted -> P(sum:x);
+//             x shards a shared dimension of one operand only: the other is sliced to match (local);
+//             one operand P(sum:x), the other not using x: C P(sum:x) (the product is linear).
+//   elementwise   equal placements, or a replicated operand sliced to the other's (broadcast);
+//             partial operands only where the op is linear in them.
+//   reduction over a dimension sharded on x: P(op:x).
+//   row-wise (softmax, layer norm over a dimension): that dimension unsharded, nothing partial.
+
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/algebra/axis_set.hpp"
+#include "shardmesh/algebra/contraction.hpp"
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/planner.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/algebra/static_string.hpp"
+#include "shardmesh/algebra/validation.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace shardmesh {
+
+// The layouts an op runs on and the layout of its result. `a` and `b` are
+// reached from the given operands by redistribution (none if equal); `out`
+// is the result as delivered: `c`, or the requested layout, planned from it.
+struct op_layouts {
+  bool ok = false;
+  bound_layout a, b;
+  bound_layout c;
+  bound_layout out;
+  std::uint64_t cost = 0;  // elements a rank receives, plus latency, over every move
+  fixed_text why;          // when !ok: why no layouts fit
+};
+
+// The price of moving data, in elements a rank receives: each communicating
+// step costs `latency_elements` on top of its bytes.
+struct compute_cost_model {
+  std::uint64_t latency_elements = 4096;
+};
+
+enum class elementwise_kind : unsigned char {
+  linear,     // a + b, a - b: partial inputs of op sum on the same or disjoint axes
+  bilinear,   // a * b: each partial axis of one operand replicated in the other
+  nonlinear,  // anything else: no partial input
+};
+
+namespace detail {
+
+[[nodiscard]] constexpr axis_set used_axes(bound_layout const& l) { return sharding_axes(l) | l.partial_axes; }
+
+[[nodiscard]] constexpr axis_set dim_axes(bound_dim const& d) {
+  axis_set s;
+  for (std::size_t i = 0; i < d.count; ++i) s.insert(d.axes[i]);
+  return s;
+}
+
+// l without the axes in s: the dimensions they shard gathered, the partial sums on them reduced.
+[[nodiscard]] constexpr bound_layout without_axes(bound_layout l, axis_set s) {
+  for (std::size_t d = 0; d < l.rank; ++d) {
+    bound_dim& dim = l.dims[d];
+    unsigned char kept = 0;
+    for (std::size_t i = 0; i < dim.count; ++i)
+      if (!s.contains(dim.axes[i])) dim.axes[kept++] = dim.axes[i];
+    dim.count = kept;
+    if (kept == 0) dim = bound_dim{};
+  }
+  l.partial_axes -= s;
+  if (l.partial_axes.empty()) l.op = reduce_op::sum;
+  return l;
+}
+
+// Whether no mesh axis is used twice.
+[[nodiscard]] constexpr bool axes_unique(bound_layout const& l) {
+  axis_set seen = l.partial_axes;
+  for (std::size_t d = 0; d < l.rank; ++d)
+    for (std::size_t i = 0; i < l.dims[d].count; ++i) {
+      if (seen.contains(l.dims[d].axes[i])) return false;
+      seen.insert(l.dims[d].axes[i]);
+    }
+  return true;
+}
+
+[[nodiscard]] constexpr fixed_text dim_text(mesh_shape const& mesh, bound_dim const& d) {
+  bound_layout one;
+  one.rank = 1;
+  one.dims[0] = d;
+  return to_string(mesh, one);
+}
+
+// Whether a dimension placed `from` reaches `to` by a local slice in a
+// layout that uses the axes `used`: from replicated, or block with its axes
+// a prefix of to's, the rest free.
+[[nodiscard]] constexpr bool slices_to(bound_dim const& from, bound_dim const& to, axis_set used) {
+  if (from == to) return true;
+  if (from.count != 0 && (from.dist != distribution::block || to.dist != distribution::block)) return false;
+  if (from.count > to.count) return false;
+  for (std::size_t i = 0; i < from.count; ++i)
+    if (from.axes[i] != to.axes[i]) return false;
+  for (std::size_t i = from.count; i < to.count; ++i)
+    if (used.contains(to.axes[i])) return false;
+  return true;
+}
+
+// Elements of a tensor with the given extents.
+[[nodiscard]] constexpr std::uint64_t elements(std::span<std::size_t const> extents) {
+  std::uint64_t n = 1;
+  for (std::size_t e : extents) n *= e;
+  return n;
+}
+
+// Elements of the largest local shard under l (shard 0's, in block and
+// cyclic alike): among equally cheap layouts, the best balanced.
+[[nodiscard]] constexpr std::uint64_t largest_shard(mesh_shape const& mesh, bound_layout const& l,
+                                                    std::span<std::size_t const> extents) {
+  std::uint64_t n = 1;
+  for (std::size_t d = 0; d < l.rank; ++d) n *= local_extent(mesh, l.dims[d], extents[d], mesh_coordinates{});
+  return n;
+}
+
+// Elements a rank receives moving a tensor of `count` elements from one
+// layout to another, plus latency; ~0 if the move is impossible.
+[[nodiscard]] constexpr std::uint64_t move_cost(mesh_shape const& mesh, bound_layout const& from,
+                                                bound_layout const& to, std::uint64_t count, compute_cost_model model) {
+  bound_layout const f = normalized(mesh, from);
+  bound_layout const t = normalized(mesh, to);
+  if (f == t) return 0;
+  if (!transition_error("propagation", mesh, unbind(mesh, f), unbind(mesh, t)).empty()) return ~std::uint64_t{0};
+  redistribution_plan const plan = plan_redistribution(mesh, f, t);
+  return plan.bytes * count / global_units(mesh) + plan.communicating_steps() * model.latency_elements;
+}
+
+// The product rule on operands a and b: the layouts it runs on (a and b,
+// sliced where a shared dimension is sharded in one of them only) and its result.
+[[nodiscard]] constexpr op_layouts product_rule(mesh_shape const& mesh, contraction const& k, bound_layout a,
+                                                bound_layout b) {
+  op_layouts r;
+  auto const fail = [&](auto const&... parts) -> op_layouts {
+    ((r.why << to_string(k) << ": ") << ... << parts);
+    return r;
+  };
+  // Shared dimensions first: slicing one operand to match the other.
+  for (std::size_t i = 0; i < k.a.size(); ++i) {
+    std::size_t const j = contraction::find(k.b, k.a.chars[i]);
+    if (j == npos || a.dims[i] == b.dims[j]) continue;
+    if (slices_to(a.dims[i], b.dims[j], used_axes(a)))
+      a.dims[i] = b.dims[j];
+    else if (slices_to(b.dims[j], a.dims[i], used_axes(b)))
+      b.dims[j] = a.dims[i];
+    else
+      return fail("dimension \"", std::string_view(&k.a.chars[i], 1), "\" is ", dim_text(mesh, a.dims[i]), " in A and ",
+                  dim_text(mesh, b.dims[j]), " in B");
+  }
+  for (bound_layout const* p : {&a, &b})
+    if (!p->partial_axes.empty() && p->op != reduce_op::sum)
+      return fail(p == &a ? "A" : "B", " is partial with ", to_string(p->op), ": a product is linear in sums only");
+  if (!(a.partial_axes & used_axes(b)).empty() || !(b.partial_axes & used_axes(a)).empty())
+    return fail("an axis partial in one operand is used by the other");
+  r.c.rank = k.c.size();
+  for (std::size_t i = 0; i < k.c.size(); ++i) {
+    char const l = k.c.chars[i];
+    std::size_t const in_a = contraction::find(k.a, l);
+    std::size_t const in_b = contraction::find(k.b, l);
+    r.c.dims[i] = in_a != npos ? a.dims[in_a] : b.dims[in_b];
+    if (k.role(l) == label_role::free_a && !(dim_axes(a.dims[in_a]) & used_axes(b)).empty())
+      return fail("dimension \"", std::string_view(&l, 1), "\" of A is sharded on an axis B uses");
+    if (k.role(l) == label_role::free_b && !(dim_axes(b.dims[in_b]) & used_axes(a)).empty())
+      return fail("dimension \"", std::string_view(&l, 1), "\" of B is sharded on an axis A uses");
+  }
+  r.c.partial_axes = a.partial_axes | b.partial_axes;
+  for (std::size_t i = 0; i < k.a.size(); ++i)
+    if (k.role(k.a.chars[i]) == label_role::contracted) r.c.partial_axes |= dim_axes(a.dims[i]);
+  r.ok = true;
+  r.a = a;
+  r.b = b;
+  return r;
+}
+
+// The elementwise rule: the result's placement per dimension, and each
+// operand's layout brought to it by local steps only (slice, to_partial).
+[[nodiscard]] constexpr op_layouts elementwise_rule(mesh_shape const& mesh, elementwise_kind kind, bound_layout a,
+                                                    bound_layout b) {
+  op_layouts r;
+  auto const fail = [&](auto const&... parts) -> op_layouts {
+    ((r.why << "elementwise: ") << ... << parts);
+    return r;
+  };
+  if (kind == elementwise_kind::nonlinear && (a.partial_axes | b.partial_axes) != axis_set{})
+    return fail("a partial operand of a nonlinear op");
+  for (bound_layout const* p : {&a, &b})
+    if (!p->partial_axes.empty() && p->op != reduce_op::sum)
+      return fail("an operand partial with ", to_string(p->op), " in an op linear in sums only");
+  r.c.rank = a.rank;
+  for (std::size_t d = 0; d < a.rank; ++d) {
+    if (slices_to(b.dims[d], a.dims[d], used_axes(b)))
+      r.c.dims[d] = a.dims[d];
+    else if (slices_to(a.dims[d], b.dims[d], used_axes(a)))
+      r.c.dims[d] = b.dims[d];
+    else
+      return fail("dimension ", d, " is ", dim_text(mesh, a.dims[d]), " and ", dim_text(mesh, b.dims[d]));
+  }
+  axis_set const sharded = sharding_axes(r.c);
+  if (!axes_unique(r.c) || !(sharded & (a.partial_axes | b.partial_axes)).empty())
+    return fail("the operands use one axis in different roles");
+  axis_set const both = a.partial_axes & b.partial_axes;
+  if (kind == elementwise_kind::bilinear && !both.empty()) return fail("both operands of a product are partial");
+  r.c.partial_axes = a.partial_axes | b.partial_axes;
+  r.ok = true;
+  r.a = r.c;
+  r.b = r.c;
+  if (kind == elementwise_kind::bilinear) {  // a partial axis of one operand stays replicated in the other
+    r.a.partial_axes = a.partial_axes;
+    r.b.partial_axes = b.partial_axes;
+  }
+  for (bound_layout* p : {&r.a, &r.b})
+    if (p->partial_axes.empty()) p->op = reduce_op::sum;
+  return r;
+}
+
+// Searches operand layouts with subsets of their axes removed (gathered or
+// reduced): the cheapest pair on which rule(a', b') holds, with the result
+// moved to `requested` if given.
+// Equal costs go to the smaller largest local operands and result.
+template <class Rule>
+[[nodiscard]] constexpr op_layouts cheapest(mesh_shape const& mesh, bound_layout a, bound_layout b,
+                                            std::span<std::size_t const> ea, std::span<std::size_t const> eb,
+                                            std::span<std::size_t const> ec, bound_layout const* requested,
+                                            compute_cost_model model, Rule const& rule) {
+  a = normalized(mesh, a);
+  b = normalized(mesh, b);
+  op_layouts best;
+  best.cost = ~std::uint64_t{0};
+  std::uint64_t best_memory = 0;
+  unsigned const ua = used_axes(a).bits;
+  unsigned const ub = used_axes(b).bits;
+  op_layouts first;  // the untouched operands' verdict, for the message
+  bool any = false;
+  for (unsigned sa = 0;; sa = (sa - ua) & ua) {  // every subset of ua, the empty one first
+    for (unsigned sb = 0;; sb = (sb - ub) & ub) {
+      op_layouts r = rule(without_axes(a, {sa}), without_axes(b, {sb}));
+      if (!any) first = r;
+      any = true;
+      if (r.ok) {
+        r.c = normalized(mesh, r.c);
+        r.out = requested != nullptr ? normalized(mesh, *requested) : r.c;
+        std::uint64_t const parts[3] = {move_cost(mesh, a, r.a, elements(ea), model),
+                                        move_cost(mesh, b, r.b, elements(eb), model),
+                                        move_cost(mesh, r.c, r.out, elements(ec), model)};
+        bool possible = true;
+        r.cost = 0;
+        for (std::uint64_t p : parts) {
+          possible = possible && p != ~std::uint64_t{0};
+          r.cost += p;
+        }
+        std::uint64_t const memory =
+            largest_shard(mesh, r.a, ea) + largest_shard(mesh, r.b, eb) + largest_shard(mesh, r.c, ec);
+        if (possible && (r.cost < best.cost || (r.cost == best.cost && memory < best_memory))) {
+          best = r;
+          best_memory = memory;
+        }
+      }
+      if (((sb - ub) & ub) == 0) break;
+    }
+    if (((sa - ua) & ua) == 0) break;
+  }
+  if (best.ok) return best;
+  first.ok = false;
+  if (requested != nullptr)
+    first.why << (first.why.empty() ? "" : "; ") << "no redistribution reaches " << to_string(mesh, *requested);
+  return first;
+}
+
+}  // namespace detail
+
+// The result layout of C = A.B when the operands are used as they are
+// (slicing an operand to match the other is local), or !ok and why.
+// Postconditions (tested as properties): ok implies every element of C is
+// the sum over ranks of the local products, on the layout c; with no
+// partial inputs and no sharded contracted dimension, c is not partial.
+[[nodiscard]] constexpr op_layouts product_layout(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
+                                                  bound_layout const& b) {
+  op_layouts r = detail::product_rule(mesh, k, detail::normalized(mesh, a), detail::normalized(mesh, b));
+  r.c = detail::normalized(mesh, r.c);
+  r.out = r.c;
+  return r;
+}
+
+// The cheapest way to compute C = A.B from operands in layouts a and b with
+// the given global extents, delivering C in `requested` if not null.
+// Precondition: contraction_shape_error(k, ea, eb) is empty.
+// Postcondition: product_layout(mesh, k, r.a, r.b).c == r.c, and no other
+// pair of operand layouts with axes removed costs less.
+[[nodiscard]] constexpr op_layouts plan_product(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
+                                                bound_layout const& b, std::span<std::size_t const> ea,
+                                                std::span<std::size_t const> eb,
+                                                bound_layout const* requested = nullptr,
+                                                compute_cost_model model = {}) {
+  auto const ec = contraction_extents(k, ea, eb);
+  return detail::cheapest(
+      mesh, a, b, ea, eb, std::span(ec).first(k.c.size()), requested, model,
+      [&](bound_layout const& x, bound_layout const& y) { return detail::product_rule(mesh, k, x, y); });
+}
+
+// Why a and b cannot meet in an elementwise op whatever the redistribution
+// (different ranks, partial sums with different ops), or empty.
+[[nodiscard]] constexpr fixed_text elementwise_error(mesh_shape const& mesh, bound_layout const& a,
+                                                     bound_layout const& b) {
+  fixed_text m;
+  if (a.rank != b.rank)
+    m << "elementwise: " << to_string(mesh, a) << " and " << to_string(mesh, b) << " have different ranks";
+  else if (!a.partial_axes.empty() && !b.partial_axes.empty() && a.op != b.op)
+    m << "elementwise: partial operands of different ops, " << to_string(mesh, a) << " and " << to_string(mesh, b);
+  return m;
+}
+
+// The elementwise op's layouts when no communication is needed, or !ok.
+[[nodiscard]] constexpr op_layouts elementwise_layout(mesh_shape const& mesh, elementwise_kind kind,
+                                                      bound_layout const& a, bound_layout const& b) {
+  op_layouts r = detail::elementwise_rule(mesh, kind, detail::normalized(mesh, a), detail::normalized(mesh, b));
+  r.out = r.c;
+  return r;
+}
+
+// The cheapest layouts for an elementwise op of two tensors of these extents.
+// Precondition: elementwise_error(mesh, a, b) is empty.
+[[nodiscard]] constexpr op_layouts plan_elementwise(mesh_shape const& mesh, elementwise_kind kind,
+                                                    bound_layout const& a, bound_layout const& b,
+                                                    std::span<std::size_t const> extents,
+                                                    compute_cost_model model = {}) {
+  return detail::cheapest(
+      mesh, a, b, extents, extents, extents, nullptr, model,
+      [&](bound_layout const& x, bound_layout const& y) { return detail::elementwise_rule(mesh, kind, x, y); });
+}
+
+// Reducing dimension `dim` with op: the input layout it runs on (partial
+// sums of another op reduced first) and the result, which lacks `dim` and is
+// P(op) on the axes that sharded it. Precondition: dim < a.rank.
+[[nodiscard]] constexpr op_layouts plan_reduction(mesh_shape const& mesh, bound_layout const& a, std::size_t dim,
+                                                  reduce_op op, std::span<std::size_t const> extents,
+                                                  compute_cost_model model = {}) {
+  op_layouts r;
+  r.ok = true;
+  r.a = detail::normalized(mesh, a);
+  if (!r.a.partial_axes.empty() && r.a.op != op) r.a = detail::without_axes(r.a, r.a.partial_axes);
+  r.cost = detail::move_cost(mesh, detail::normalized(mesh, a), r.a, detail::elements(extents), model);
+  r.c.rank = r.a.rank - 1;
+  for (std::size_t d = 0, e = 0; d < r.a.rank; ++d)
+    if (d != dim) r.c.dims[e++] = r.a.dims[d];
+  r.c.partial_axes = r.a.partial_axes | detail::dim_axes(r.a.dims[dim]);
+  r.c.op = r.c.partial_axes.empty() ? reduce_op::sum : op;
+  r.out = r.c;
+  return r;
+}
+
+// An op along dimension `dim` of each row (softmax, layer norm): the
+// cheapest layout reachable from a with `dim` whole and nothing partial (the
+// axes in the way gathered, or moved to another dimension), and the result in
+// that same layout; equal costs go to the best balanced layout.
+// Precondition: dim < a.rank.
+[[nodiscard]] constexpr op_layouts plan_rowwise(mesh_shape const& mesh, bound_layout const& a, std::size_t dim,
+                                                std::span<std::size_t const> extents, compute_cost_model model = {}) {
+  bound_layout const from = detail::normalized(mesh, a);
+  axis_set const moving = detail::dim_axes(from.dims[dim]) | from.partial_axes;
+  bound_layout const base = detail::without_axes(from, moving);
+  std::size_t axes[max_mesh_axes]{};
+  std::size_t n = 0;
+  for (std::size_t x = 0; x < mesh.ndim; ++x)
+    if (moving.contains(x)) axes[n++] = x;
+  // Each moving axis goes nowhere (index a.rank) or to the end of a block dimension other than dim.
+  op_layouts best;
+  best.cost = ~std::uint64_t{0};
+  std::uint64_t best_memory = 0;
+  std::size_t choice[max_mesh_axes]{};
+  while (true) {
+    bound_layout t = base;
+    bool valid = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t const d = choice[i];
+      if (d == from.rank) continue;
+      if (d == dim || t.dims[d].dist != distribution::block) valid = false;
+      if (valid) detail::append_axis(t.dims[d], axes[i]);
+    }
+    if (valid) {
+      std::uint64_t const cost = detail::move_cost(mesh, from, t, detail::elements(extents), model);
+      std::uint64_t const memory = detail::largest_shard(mesh, t, extents);
+      if (cost < best.cost || (cost == best.cost && memory < best_memory)) {
+        best_memory = memory;
+        best.ok = true;
+        best.cost = cost;
+        best.a = detail::normalized(mesh, t);
+        best.c = best.a;
+        best.out = best.a;
+      }
+    }
+    std::size_t i = 0;
+    for (; i < n && ++choice[i] > from.rank; ++i) choice[i] = 0;
+    if (i == n) break;
+  }
+  return best;
+}
+
+// Why this product cannot be computed at all, or empty: a malformed
+// contraction, an invalid layout, ranks or extents that do not match.
+[[nodiscard]] constexpr fixed_text product_error(mesh_shape const& mesh, std::string_view spec, layout const& a,
+                                                 layout const& b, std::span<std::size_t const> ea,
+                                                 std::span<std::size_t const> eb) {
+  fixed_text m = contraction_error(spec);
+  if (m.empty()) m = layout_error("product", mesh, a);
+  if (m.empty()) m = layout_error("product", mesh, b);
+  if (!m.empty()) return m;
+  contraction const k = parse_contraction(spec);
+  if (a.rank != k.a.size() || ea.size() != k.a.size())
+    return m << to_string(k) << ": A has " << a.rank << " dimensions and " << ea.size() << " extents, not "
+             << k.a.size();
+  if (b.rank != k.b.size() || eb.size() != k.b.size())
+    return m << to_string(k) << ": B has " << b.rank << " dimensions and " << eb.size() << " extents, not "
+             << k.b.size();
+  return contraction_shape_error(k, ea, eb);
+}
+
+// Compile-time forms, for layouts and extents that are constants:
+//   constexpr auto r = static_product<mesh, "btc,cf->btf", x, w, std::array{2, 8, 16}, std::array{16, 64}>();
+using contraction_text = static_string<3 * max_tensor_rank + 3>;
+
+template <mesh_shape Mesh, contraction_text Spec, layout A, layout B, auto EA, auto EB>
+consteval op_layouts static_product() {
+  static_assert(require_valid<mesh_error("static_product", Mesh)>());
+  static_assert(require_valid<product_error(Mesh, Spec.view(), A, B, EA, EB)>());
+  return plan_product(Mesh, parse_contraction(Spec.view()), bind(Mesh, A), bind(Mesh, B), EA, EB);
+}
+
+template <mesh_shape Mesh, elementwise_kind Kind, layout A, layout B, auto Extents>
+consteval op_layouts static_elementwise() {
+  static_assert(require_valid<mesh_error("static_elementwise", Mesh)>());
+  static_assert(require_valid<layout_error("elementwise", Mesh, A)>());
+  static_assert(require_valid<layout_error("elementwise", Mesh, B)>());
+  static_assert(require_valid<elementwise_error(Mesh, bind(Mesh, A), bind(Mesh, B))>());
+  return plan_elementwise(Mesh, Kind, bind(Mesh, A), bind(Mesh, B), Extents);
+}
+
+}  // namespace shardmesh
