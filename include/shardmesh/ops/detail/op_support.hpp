@@ -1,0 +1,98 @@
+#pragma once
+// What every sharded op shares: its layouts, planned once per distinct op
+// on a mesh (the propagation search runs the planner several times), and
+// moving an operand to the layout the op runs on.
+
+#include "shardmesh/algebra/planner.hpp"
+#include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/detail/lru_cache.hpp"
+#include "shardmesh/errors.hpp"
+#include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/runtime/device_mesh.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/tensor/redistribute.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace shardmesh::ops::detail {
+
+// The op plans of one mesh, keyed by a text that names the op, its
+// operands' layouts and extents exactly (no hash collisions).
+class op_plans {
+ public:
+  explicit op_plans(shardmesh::detail::mesh_context const&) {}
+  template <class Make>
+  std::shared_ptr<op_layouts const> get(std::string const& key, Make&& make) {
+    return cache_.get(key, std::forward<Make>(make));
+  }
+
+ private:
+  shardmesh::detail::lru_cache<std::string, op_layouts> cache_{4096};
+};
+
+// The key of an op: its name, then each operand's layout and extents.
+inline void add_to_key(std::string& key, mesh_shape const& mesh, bound_layout const& l,
+                       std::span<std::size_t const> extents) {
+  key.append("|").append(to_string(mesh, l).view()).append("[");
+  for (std::size_t e : extents) key.append(std::to_string(e)).append(",");
+  key.append("]");
+}
+
+// The op's layouts, made by make() on first use; throws `what` and the
+// reason when no layouts fit (the same on every rank: the inputs are).
+template <class Make>
+op_layouts const& planned(device_mesh const& mesh, std::string const& key, Make&& make) {
+  auto const plan = mesh.state<op_plans>().get(key, std::forward<Make>(make));
+  if (!plan->ok) throw invalid_layout_error(std::string(plan->why.view()));
+  return *plan;  // the cache holds it while the mesh lives; callers copy what they keep
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+std::span<std::size_t const> extents_of(dynamic_dtensor<T, Rank, MemorySpace> const& x) {
+  return std::span<std::size_t const>(x.global_extents().data(), Rank);
+}
+
+// x in layout l: x itself when it is already, else redistributed.
+template <class T, std::size_t Rank, class MemorySpace>
+dynamic_dtensor<T, Rank, MemorySpace> to_layout(dynamic_dtensor<T, Rank, MemorySpace> const& x, bound_layout const& l,
+                                                execution_space_of<MemorySpace> const& exec) {
+  mesh_shape const& shape = x.mesh().shape();
+  if (shardmesh::detail::normalized(shape, x.bound()) == shardmesh::detail::normalized(shape, l)) return x;
+  return redistribute(x, unbind(shape, l), exec);
+}
+
+// A new, uninitialised tensor in layout l (not collective: its layout and
+// extents come from an op every rank planned alike).
+template <class T, std::size_t Rank, class MemorySpace>
+dynamic_dtensor<T, Rank, MemorySpace> make_like(device_mesh const& mesh, bound_layout const& l,
+                                                tensor_index const& global, std::string const& label) {
+  using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+  tensor_index const local = local_extents(mesh.shape(), l, global, mesh.rank());
+  return tensor::adopt(mesh, unbind(mesh.shape(), l), global,
+                       shardmesh::detail::allocate<typename tensor::view_type>(label, local));
+}
+
+// A shard as rows of its last dimension: [product of the others, last],
+// also when the last extent is 0.
+template <class View>
+auto rows_of(View const& v) {
+  std::size_t rows = 1;
+  for (std::size_t d = 0; d + 1 < View::rank(); ++d) rows *= v.extent(d);
+  return local::reshaped_view<View, 2>(v.data(), rows, v.extent(View::rank() - 1));
+}
+
+// Both operands on one mesh, or the same error on every rank.
+template <class A, class B>
+void require_same_mesh(std::string_view op, A const& a, B const& b) {
+  if (a.mesh() != b.mesh())
+    throw mismatched_tensor_error(std::string(op) + ": " + a.notation() + " and " + b.notation() +
+                                  " live on different meshes");
+}
+
+}  // namespace shardmesh::ops::detail

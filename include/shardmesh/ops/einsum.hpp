@@ -1,0 +1,206 @@
+#pragma once
+// Products of dtensors in index notation, their communication derived from
+// the operands' layouts (algebra/propagation.hpp):
+//
+//   auto y = einsum<"btc,cf->btf">(x, w);            // the layout the rules give
+//   auto y = einsum<"btf,fc->btc">(h, w2, rows);     // delivered in `rows` (planned)
+//
+// Collective over the mesh. The operands are moved to the cheapest layouts
+// the product can run on locally (none when they fit), each rank multiplies
+// its shards with one strided batched GEMM (local_gemm: BLAS on host memory,
+// a Kokkos kernel elsewhere), and the result is moved to the requested
+// layout. Every step runs on the execution-space instance given last.
+
+#include "shardmesh/algebra/contraction.hpp"
+#include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/errors.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/local_gemm.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardmesh::ops {
+
+namespace detail {
+
+// One index of the local product: its extent and its stride in A, B and C
+// (0 where the operand lacks it).
+struct gemm_index {
+  std::size_t extent = 1;
+  std::ptrdiff_t a = 0, b = 0, c = 0;
+};
+
+// LayoutRight strides of a shard with these local extents.
+inline std::array<std::ptrdiff_t, max_tensor_rank> strides_of(tensor_index const& e, std::size_t rank) {
+  std::array<std::ptrdiff_t, max_tensor_rank> s{};
+  std::ptrdiff_t step = 1;
+  for (std::size_t d = rank; d-- > 0;) {
+    s[d] = step;
+    step *= static_cast<std::ptrdiff_t>(e[d]);
+  }
+  return s;
+}
+
+// Folds runs of indices that are contiguous in every operand into one, so
+// that each of m, n, k is one index where the operands allow it.
+inline std::vector<gemm_index> fold(std::vector<gemm_index> const& run) {
+  std::vector<gemm_index> out;
+  for (gemm_index const& i : run) {
+    if (i.extent == 1) continue;  // index 0 only: its stride does not matter
+    if (!out.empty()) {
+      gemm_index& last = out.back();
+      auto const follows = [&](std::ptrdiff_t outer, std::ptrdiff_t inner) {
+        return outer == inner * static_cast<std::ptrdiff_t>(i.extent);
+      };
+      if (follows(last.a, i.a) && follows(last.b, i.b) && follows(last.c, i.c)) {
+        last = {last.extent * i.extent, i.a, i.b, i.c};
+        continue;
+      }
+    }
+    out.push_back(i);
+  }
+  if (out.empty()) out.push_back({});
+  return out;
+}
+
+// The local product of shards with these local extents as one strided
+// batched GEMM. Indices of m or n that do not fold become batch indices;
+// contracted ones must fold (they do whenever they are adjacent and in the
+// same order in both operands).
+inline void gemm_geometry(contraction const& k, tensor_index const& ea, tensor_index const& eb, tensor_index const& ec,
+                          gemm_shape& shape, gemm_strides& sa, gemm_strides& sb, gemm_strides& sc) {
+  auto const sta = strides_of(ea, k.a.size());
+  auto const stb = strides_of(eb, k.b.size());
+  auto const stc = strides_of(ec, k.c.size());
+  auto const index = [&](char l) {
+    gemm_index i;
+    std::size_t const pa = contraction::find(k.a, l);
+    std::size_t const pb = contraction::find(k.b, l);
+    std::size_t const pc = contraction::find(k.c, l);
+    i.extent = pa != npos ? ea[pa] : eb[pb];
+    i.a = pa != npos ? sta[pa] : 0;
+    i.b = pb != npos ? stb[pb] : 0;
+    i.c = pc != npos ? stc[pc] : 0;
+    return i;
+  };
+  std::vector<gemm_index> batch, m, n, sum;
+  for (std::size_t i = 0; i < k.c.size(); ++i) {
+    label_role const role = k.role(k.c.chars[i]);
+    (role == label_role::batch ? batch : role == label_role::free_a ? m : n).push_back(index(k.c.chars[i]));
+  }
+  for (std::size_t i = 0; i < k.a.size(); ++i)
+    if (k.role(k.a.chars[i]) == label_role::contracted) sum.push_back(index(k.a.chars[i]));
+  std::vector<gemm_index> loops = fold(batch);
+  std::vector<gemm_index> fm = fold(m), fn = fold(n), fk = fold(sum);
+  if (fk.size() != 1)
+    throw invalid_layout_error("einsum " + std::string(to_string(k).view()) +
+                               ": the contracted dimensions are not adjacent in the same order in A and B");
+  loops.insert(loops.end(), fm.begin(), fm.end() - 1);  // all but the innermost run of m and n loop
+  loops.insert(loops.end(), fn.begin(), fn.end() - 1);
+  std::erase_if(loops, [](gemm_index const& i) { return i.extent == 1; });
+  if (loops.size() > max_batch_dims)
+    throw invalid_layout_error("einsum " + std::string(to_string(k).view()) + ": more than " +
+                               std::to_string(max_batch_dims) + " batch loops");
+  shape = {};
+  sa = sb = sc = {};
+  shape.batch_rank = loops.size();
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    shape.batch[i] = loops[i].extent;
+    sa.batch[i] = loops[i].a;
+    sb.batch[i] = loops[i].b;
+    sc.batch[i] = loops[i].c;
+  }
+  shape.m = fm.back().extent;
+  shape.n = fn.back().extent;
+  shape.k = fk.back().extent;
+  sa.row = fm.back().a;
+  sa.col = fk.back().a;
+  sb.row = fk.back().b;
+  sb.col = fn.back().b;
+  sc.row = fm.back().c;
+  sc.col = fn.back().c;
+}
+
+template <contraction_text Spec>
+consteval std::size_t result_rank() {
+  static_assert(require_valid<contraction_error(Spec.view())>());
+  return parse_contraction(Spec.view()).c.size();
+}
+
+// The product's layouts for these operands, and the requested result layout if any.
+template <class A, class B>
+op_layouts const& product_plan(contraction const& k, A const& a, B const& b, layout const* requested) {
+  mesh_shape const& mesh = a.mesh().shape();
+  std::string key = "einsum " + std::string(to_string(k).view());
+  add_to_key(key, mesh, a.bound(), extents_of(a));
+  add_to_key(key, mesh, b.bound(), extents_of(b));
+  bound_layout want;
+  if (requested != nullptr) {
+    want = bind(mesh, *requested);
+    key.append("->").append(to_string(*requested).view());
+  }
+  return planned(a.mesh(), key, [&] {
+    return plan_product(mesh, k, a.bound(), b.bound(), extents_of(a), extents_of(b),
+                        requested != nullptr ? &want : nullptr);
+  });
+}
+
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, RA, MemorySpace> const& a,
+                                                            dynamic_dtensor<T, RB, MemorySpace> const& b,
+                                                            layout const* requested,
+                                                            execution_space_of<MemorySpace> const& exec) {
+  constexpr contraction k = parse_contraction(Spec.view());
+  static_assert(k.a.size() == RA, "einsum: A's rank differs from the contraction's");
+  static_assert(k.b.size() == RB, "einsum: B's rank differs from the contraction's");
+  constexpr std::size_t RC = k.c.size();
+  require_same_mesh("einsum", a, b);
+  fixed_text const shape_problem = contraction_shape_error(k, extents_of(a), extents_of(b));
+  if (!shape_problem.empty()) throw mismatched_tensor_error(std::string(shape_problem.view()));
+  if (requested != nullptr) {
+    fixed_text const m = layout_error<T>("einsum", a.mesh().shape(), *requested);
+    if (!m.empty()) throw invalid_layout_error(std::string(m.view()));
+    if (requested->rank != RC) throw invalid_layout_error("einsum: the requested layout's rank differs from C's");
+  }
+  op_layouts const plan = product_plan(k, a, b, requested);
+  auto const la = to_layout(a, plan.a, exec);
+  auto const lb = to_layout(b, plan.b, exec);
+  auto const full = contraction_extents(k, extents_of(a), extents_of(b));
+  tensor_index global{};
+  for (std::size_t d = 0; d < RC; ++d) global[d] = full[d];
+  auto c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global, "shardmesh::einsum");
+  gemm_shape shape;
+  gemm_strides sa, sb, sc;
+  gemm_geometry(k, shardmesh::detail::extents_of(la.local()), shardmesh::detail::extents_of(lb.local()),
+                shardmesh::detail::extents_of(c.local()), shape, sa, sb, sc);
+  local_gemm(exec, shape, T(1), la.local().data(), sa, lb.local().data(), sb, T(0), c.local().data(), sc);
+  auto out = to_layout(c, plan.out, exec);
+  if (requested == nullptr) return out;
+  // Spelled as asked (axes of extent 1 place nothing, so equal layouts may read differently).
+  return dynamic_dtensor<T, RC, MemorySpace>::adopt(out.mesh(), *requested, out.global_extents(), out.local());
+}
+
+}  // namespace detail
+
+// C = A.B in index notation, in the layout the propagation rules give.
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
+                          execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::einsum<Spec>(a, b, nullptr, exec);
+}
+
+// C = A.B delivered in `out`: the cheapest operand and result moves that reach it.
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
+                          layout const& out, execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::einsum<Spec>(a, b, &out, exec);
+}
+
+}  // namespace shardmesh::ops

@@ -1,0 +1,63 @@
+#pragma once
+// GELU on a rank's local shard, element by element, in its tanh form:
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// Views are 1-D (flat(shard) gives one). y may be x; dx may be dy.
+
+#include "shardmesh/ops/local/reshape.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+
+namespace shardmesh::ops::local {
+
+namespace detail {
+// sqrt(2/pi) and the cubic's coefficient, as T (locals, so that device code may use them).
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_inner(T x) {
+  constexpr T k = static_cast<T>(0.79788456080286535588);
+  constexpr T c = static_cast<T>(0.044715);
+  return k * (x + c * x * x * x);
+}
+}  // namespace detail
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu(T x) {
+  return static_cast<T>(0.5) * x * (static_cast<T>(1) + Kokkos::tanh(detail::gelu_inner(x)));
+}
+
+// d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)).
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_derivative(T x) {
+  constexpr T k = static_cast<T>(0.79788456080286535588);
+  constexpr T c3 = static_cast<T>(3 * 0.044715);
+  T const t = Kokkos::tanh(detail::gelu_inner(x));
+  T const sech2 = static_cast<T>(1) - t * t;
+  // Where tanh saturates x^2 may be infinite: drop the term rather than make 0 * inf.
+  T const tail = sech2 == static_cast<T>(0) ? static_cast<T>(0)
+                                            : static_cast<T>(0.5) * x * sech2 * k * (static_cast<T>(1) + c3 * x * x);
+  return static_cast<T>(0.5) * (static_cast<T>(1) + t) + tail;
+}
+
+// y = gelu(x).
+template <class ExecSpace, local_view<1, ExecSpace> X, local_view<1, ExecSpace> Y>
+void gelu_forward(ExecSpace const& exec, X const& x, Y const& y) {
+  detail::require_same_extents("gelu_forward", "x", x, "y", y);
+  using T = typename X::non_const_value_type;
+  Kokkos::parallel_for(
+      "shardmesh::gelu_forward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, x.size()),
+      KOKKOS_LAMBDA(std::size_t i) { y(i) = gelu(static_cast<T>(x(i))); });
+}
+
+// dx = dy * gelu'(x).
+template <class ExecSpace, local_view<1, ExecSpace> X, local_view<1, ExecSpace> DY, local_view<1, ExecSpace> DX>
+void gelu_backward(ExecSpace const& exec, X const& x, DY const& dy, DX const& dx) {
+  detail::require_same_extents("gelu_backward", "x", x, "dy", dy);
+  detail::require_same_extents("gelu_backward", "x", x, "dx", dx);
+  using T = typename X::non_const_value_type;
+  Kokkos::parallel_for(
+      "shardmesh::gelu_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, x.size()),
+      KOKKOS_LAMBDA(std::size_t i) { dx(i) = static_cast<T>(dy(i)) * gelu_derivative(static_cast<T>(x(i))); });
+}
+
+}  // namespace shardmesh::ops::local

@@ -1,0 +1,130 @@
+#pragma once
+// Layer norm over the rows of a rank's local shard: x, y, dy, dx are
+// [rows, n] (as_rows(shard, n)), gamma, beta and their gradients [n], mean
+// and rstd [rows]. Per row: mean, population variance (two passes, for
+// rows far from 0), rstd = 1 / sqrt(var + eps), xhat = (x - mean) * rstd,
+// y = gamma * xhat + beta. An empty row (n == 0) has mean 0 and rstd
+// 1 / sqrt(eps).
+
+#include "shardmesh/ops/local/reshape.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace shardmesh::ops::local {
+
+// Saves mean and rstd for layer_norm_backward. y may be x.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> B,
+          local_view<2, ExecSpace> Y, local_view<1, ExecSpace> M, local_view<1, ExecSpace> R>
+void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
+                        typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd) {
+  constexpr char const* kernel = "layer_norm_forward";
+  detail::require_same_extents(kernel, "x", x, "y", y);
+  detail::require(gamma.extent(0) == x.extent(1) && beta.extent(0) == x.extent(1), kernel,
+                  "gamma is " + detail::shape(gamma) + " and beta " + detail::shape(beta) + " for rows of " +
+                      std::to_string(x.extent(1)));
+  detail::require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), kernel,
+                  "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
+                      std::to_string(x.extent(0)) + " rows");
+  using T = typename X::non_const_value_type;
+  using policy = Kokkos::TeamPolicy<ExecSpace>;
+  std::size_t const n = x.extent(1);
+  T const inv_n = n == 0 ? static_cast<T>(0) : static_cast<T>(1) / static_cast<T>(n);
+  Kokkos::parallel_for(
+      "shardmesh::layer_norm_forward", policy(exec, detail::league_size(kernel, x.extent(0)), Kokkos::AUTO),
+      KOKKOS_LAMBDA(typename policy::member_type const& team) {
+        auto const r = static_cast<std::size_t>(team.league_rank());
+        T sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n), [&](std::size_t j, T& acc) { acc += static_cast<T>(x(r, j)); }, sum);
+        T const mu = sum * inv_n;
+        T squares = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n),
+            [&](std::size_t j, T& acc) {
+              T const d = static_cast<T>(x(r, j)) - mu;
+              acc += d * d;
+            },
+            squares);
+        T const s = static_cast<T>(1) / Kokkos::sqrt(squares * inv_n + eps);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
+          y(r, j) = static_cast<T>(gamma(j)) * ((static_cast<T>(x(r, j)) - mu) * s) + static_cast<T>(beta(j));
+        });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          mean(r) = mu;
+          rstd(r) = s;
+        });
+      });
+}
+
+// With g = gamma * dy and xhat recomputed from the saved mean and rstd:
+//   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat))
+//   dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum over rows of dy
+// dgamma and dbeta cover this rank's rows only and are overwritten; a
+// caller with rows on several ranks reduces them. Outputs must not alias inputs.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M,
+          local_view<1, ExecSpace> R, local_view<2, ExecSpace> DY, local_view<2, ExecSpace> DX,
+          local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB>
+void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
+                         DX const& dx, DG const& dgamma, DB const& dbeta) {
+  constexpr char const* kernel = "layer_norm_backward";
+  detail::require_same_extents(kernel, "x", x, "dy", dy);
+  detail::require_same_extents(kernel, "x", x, "dx", dx);
+  detail::require(gamma.extent(0) == x.extent(1) && dgamma.extent(0) == x.extent(1) && dbeta.extent(0) == x.extent(1),
+                  kernel,
+                  "gamma is " + detail::shape(gamma) + ", dgamma " + detail::shape(dgamma) + " and dbeta " +
+                      detail::shape(dbeta) + " for rows of " + std::to_string(x.extent(1)));
+  detail::require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), kernel,
+                  "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
+                      std::to_string(x.extent(0)) + " rows");
+  using T = typename X::non_const_value_type;
+  using policy = Kokkos::TeamPolicy<ExecSpace>;
+  std::size_t const rows = x.extent(0);
+  std::size_t const n = x.extent(1);
+
+  // A thread per column walks the rows: neighbouring threads read
+  // neighbouring elements, and no atomics.
+  Kokkos::parallel_for(
+      "shardmesh::layer_norm_backward_params",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, n), KOKKOS_LAMBDA(std::size_t j) {
+        T dg = 0;
+        T db = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          T const d = static_cast<T>(dy(r, j));
+          dg += d * (static_cast<T>(x(r, j)) - static_cast<T>(mean(r))) * static_cast<T>(rstd(r));
+          db += d;
+        }
+        dgamma(j) = dg;
+        dbeta(j) = db;
+      });
+
+  T const inv_n = n == 0 ? static_cast<T>(0) : static_cast<T>(1) / static_cast<T>(n);
+  Kokkos::parallel_for(
+      "shardmesh::layer_norm_backward", policy(exec, detail::league_size(kernel, rows), Kokkos::AUTO),
+      KOKKOS_LAMBDA(typename policy::member_type const& team) {
+        auto const r = static_cast<std::size_t>(team.league_rank());
+        T const mu = static_cast<T>(mean(r));
+        T const s = static_cast<T>(rstd(r));
+        T g_sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n),
+            [&](std::size_t j, T& acc) { acc += static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)); }, g_sum);
+        T gx_sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n),
+            [&](std::size_t j, T& acc) {
+              acc += static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)) * (static_cast<T>(x(r, j)) - mu) * s;
+            },
+            gx_sum);
+        T const g_mean = g_sum * inv_n;
+        T const gx_mean = gx_sum * inv_n;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
+          T const xhat = (static_cast<T>(x(r, j)) - mu) * s;
+          dx(r, j) = s * (static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)) - g_mean - xhat * gx_mean);
+        });
+      });
+}
+
+}  // namespace shardmesh::ops::local

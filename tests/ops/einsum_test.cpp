@@ -1,0 +1,141 @@
+// Sharded products against the serial product for every operand layout on
+// the meshes of this rank count, and the Megatron cases' collectives
+// counted: exactly those the algebra plans, none elsewhere.
+#include "ops_check.hpp"
+
+#include "../algebra/layout_enumeration.hpp"
+
+#include <shardmesh/ops/einsum.hpp>
+#include <shardmesh/ops/matmul.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+using namespace shardmesh;
+
+namespace {
+
+std::vector<mesh_shape> meshes(std::size_t ranks) {
+  std::vector<mesh_shape> out{mesh_shape{{"a", ranks}}};
+  if (ranks == 4) out.push_back(mesh_shape{{"a", 2}, {"b", 2}});
+  return out;
+}
+
+tensor_index extents(std::initializer_list<std::size_t> e) {
+  tensor_index out{};
+  std::size_t d = 0;
+  for (std::size_t x : e) out[d++] = x;
+  return out;
+}
+
+// Products of doubles: a sum of at most 7 products of numbers below 1 in
+// magnitude, rounded in any order, is within 1e-13 of the exact value.
+constexpr double tolerance = 1e-13;
+
+template <contraction_text Spec, std::size_t RA, std::size_t RB>
+void check_every_layout(device_mesh const& mesh, tensor_index const& ea, tensor_index const& eb, bool partial) {
+  constexpr contraction k = parse_contraction(Spec.view());
+  auto const ga = test::pseudo_random(test::count_of(ea, RA), 1);
+  auto const gb = test::pseudo_random(test::count_of(eb, RB), 2);
+  tensor_index ec{};
+  auto const want = test::einsum(k, ga, ea, gb, eb, ec);
+  test::enumeration_options options;
+  if (partial) options.partial = {reduce_op::sum};
+  auto const layouts_a = test::all_layouts(mesh.shape(), RA, options);
+  auto const layouts_b = test::all_layouts(mesh.shape(), RB, options);
+  auto const outputs = test::all_layouts(mesh.shape(), k.c.size(), {});
+  std::size_t n = 0;
+  for (layout const& la : layouts_a)
+    for (layout const& lb : layouts_b) {
+      INFO(to_string(k).view() << " on " << to_string(mesh.shape()).view() << ": " << to_string(la).view() << " x "
+                               << to_string(lb).view());
+      auto const a = test::make<RA>(mesh, la, ea, ga);
+      auto const b = test::make<RB>(mesh, lb, eb, gb);
+      auto const c = ops::einsum<Spec>(a, b);
+      test::require_close(test::values_of(c), want, tolerance);
+      // A requested result layout, cycling through every one.
+      layout const& out = outputs[n++ % outputs.size()];
+      auto const d = ops::einsum<Spec>(a, b, out);
+      REQUIRE(d.layout() == out);
+      test::require_close(test::values_of(d), want, tolerance);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a sharded product equals the serial product for every operand layout", "[ops][einsum]") {
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  for (mesh_shape const& shape : meshes(ranks)) {
+    device_mesh const mesh(MPI_COMM_WORLD, shape);
+    check_every_layout<"ik,kj->ij", 2, 2>(mesh, extents({5, 7}), extents({7, 3}), true);
+    check_every_layout<"ik,jk->ij", 2, 2>(mesh, extents({5, 7}), extents({3, 7}), false);
+    check_every_layout<"bik,bij->kj", 3, 3>(mesh, extents({3, 2, 5}), extents({3, 2, 4}), false);
+    check_every_layout<"bthd,bshd->bhts", 4, 4>(mesh, extents({2, 3, 3, 2}), extents({2, 3, 3, 2}), false);
+  }
+}
+
+TEST_CASE("matmul: batch dimensions of A, a requested constant layout", "[ops][einsum]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  auto const gx = test::pseudo_random(2 * 5 * 6, 3);
+  auto const gw = test::pseudo_random(6 * 4, 4);
+  tensor_index ec{};
+  auto const want = test::einsum(parse_contraction("bik,kj->bij"), gx, extents({2, 5, 6}), gw, extents({6, 4}), ec);
+  auto const x = test::make<3>(mesh, layout{replicated, shard("tp"), replicated}, extents({2, 5, 6}), gx);
+  auto const w = test::make<2>(mesh, layout{replicated, shard("tp")}, extents({6, 4}), gw);
+  test::require_close(test::values_of(ops::matmul(x, w)), want, tolerance);
+  constexpr layout rows{shard("tp"), replicated, replicated};
+  dtensor<double, rows, Kokkos::HostSpace> const y = ops::matmul<rows>(x, w);
+  test::require_close(test::values_of(y), want, tolerance);
+}
+
+TEST_CASE("Megatron layers issue exactly the collectives the algebra plans", "[ops][einsum][counters]") {
+  std::size_t const tp = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", tp}});
+  constexpr dim_placement R = replicated;
+  tensor_index const ex = extents({2, 6, 8});  // batch, sequence, hidden
+  tensor_index const ew = extents({8, 10});
+  tensor_index const eh = extents({2, 6, 10});
+  tensor_index const ew2 = extents({10, 8});
+  auto const x = test::make<3>(mesh, {R, R, R}, ex, test::pseudo_random(96, 5));
+  auto const xs = test::make<3>(mesh, {R, shard("tp"), R}, ex, test::pseudo_random(96, 5));
+  auto const w = test::make<2>(mesh, {R, shard("tp")}, ew, test::pseudo_random(80, 6));
+  auto const h = test::make<3>(mesh, {R, R, shard("tp")}, eh, test::pseudo_random(120, 7));
+  auto const w2 = test::make<2>(mesh, {shard("tp"), R}, ew2, test::pseudo_random(80, 8));
+  std::size_t const local_out = 2 * 6 * 8 * sizeof(double);  // the row-parallel output, whole on each rank
+  bool const single = tp == 1;
+
+  SECTION("column-parallel: no collective") {
+    mesh.counters().reset();
+    auto const y = ops::einsum<"btc,cf->btf">(x, w, layout{R, R, shard("tp")});
+    CHECK(mesh.counters().total().calls == 0);
+  }
+  SECTION("row-parallel: one all-reduce of the output") {
+    mesh.counters().reset();
+    auto const y = ops::einsum<"btf,fc->btc">(h, w2, layout{R, R, R});
+    CHECK(mesh.counters().total().calls == (single ? 0U : 1U));
+    CHECK(test::calls(mesh, "all_reduce") == (single ? 0U : 1U));
+    if (!single) CHECK(mesh.counters()["all_reduce"].bytes_sent >= local_out * (tp - 1) / tp);
+  }
+  SECTION("sequence parallel: the row-parallel output reduce-scattered onto the sequence") {
+    mesh.counters().reset();
+    auto const y = ops::einsum<"btf,fc->btc">(h, w2, layout{R, shard("tp"), R});
+    CHECK(mesh.counters().total().calls == (single ? 0U : 1U));
+    CHECK(test::calls(mesh, "reduce_scatter") == (single ? 0U : 1U));
+  }
+  SECTION("sequence parallel: the column-parallel input all-gathered from the sequence") {
+    mesh.counters().reset();
+    auto const y = ops::einsum<"btc,cf->btf">(xs, w, layout{R, R, shard("tp")});
+    CHECK(mesh.counters().total().calls == (single ? 0U : 1U));
+    CHECK(test::calls(mesh, "all_gather") == (single ? 0U : 1U));
+  }
+}
+
+TEST_CASE("bad products are refused on every rank before any communication", "[ops][einsum][errors]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  auto const x = test::make<2>(mesh, layout{replicated, replicated}, extents({3, 4}), test::pseudo_random(12, 1));
+  auto const w = test::make<2>(mesh, layout{replicated, replicated}, extents({5, 2}), test::pseudo_random(10, 2));
+  auto const v = test::make<2>(mesh, layout{replicated, replicated}, extents({4, 2}), test::pseudo_random(8, 3));
+  mesh.counters().reset();
+  CHECK_THROWS_AS(ops::einsum<"ik,kj->ij">(x, w), mismatched_tensor_error);
+  CHECK_THROWS_AS(ops::einsum<"ik,kj->ij">(x, v, layout{shard("sp"), replicated}), invalid_layout_error);
+  CHECK(mesh.counters().total().calls == 0);
+}

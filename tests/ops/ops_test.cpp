@@ -1,0 +1,254 @@
+// Elementwise ops, reductions, softmax, layer norm and cross-entropy on
+// dtensors: forward against serial loops for inputs in every layout of a
+// small enumeration (so that each planned move is exercised), backward
+// against central finite differences of the distributed forward.
+#include "ops_check.hpp"
+
+#include "../algebra/layout_enumeration.hpp"
+
+#include <shardmesh/ops/cross_entropy.hpp>
+#include <shardmesh/ops/elementwise.hpp>
+#include <shardmesh/ops/layer_norm.hpp>
+#include <shardmesh/ops/reduction.hpp>
+#include <shardmesh/ops/softmax.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+using namespace shardmesh;
+
+namespace {
+
+using host = Kokkos::HostSpace;
+template <std::size_t Rank>
+using tensor = dynamic_dtensor<double, Rank, host>;
+
+tensor_index const shape{3, 4, 5};  // uneven on 2, 3 and 4 ranks
+constexpr std::size_t count = 60;
+// Forward: a few rounded operations on values below 1 in magnitude.
+constexpr double exact = 1e-12;
+// Central differences with h = 1e-6 in double: truncation ~h^2 |f'''| and
+// rounding ~1e-16 |f| / h, both below 1e-8 for these smooth functions of O(1) values.
+constexpr double h = 1e-6;
+constexpr double fd_tolerance = 1e-7;
+
+std::vector<layout> layouts(device_mesh const& mesh, bool partial) {
+  test::enumeration_options options;
+  if (partial) options.partial = {reduce_op::sum};
+  return test::all_layouts(mesh.shape(), 3, options);
+}
+
+double gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+// Rows of the last dimension (n each) of a row-major array.
+template <class F>
+std::vector<double> by_rows(std::vector<double> const& x, std::size_t n, F&& row_op) {
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r < x.size() / n; ++r) row_op(&x[r * n], &y[r * n]);
+  return y;
+}
+
+// sum_i w_i f(x)_i, evaluated by the distributed forward from global values.
+using objective = std::function<double(std::vector<double> const&)>;
+
+// Compares a gradient (global, row-major) with central differences of f at
+// every element (the shapes are small).
+void check_gradient(objective const& f, std::vector<double> x, std::vector<double> const& gradient) {
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double const keep = x[i];
+    x[i] = keep + h;
+    double const up = f(x);
+    x[i] = keep - h;
+    double const down = f(x);
+    x[i] = keep;
+    INFO("element " << i);
+    REQUIRE(std::abs((up - down) / (2 * h) - gradient[i]) <= fd_tolerance * (1 + std::abs(gradient[i])));
+  }
+}
+
+double dot(std::vector<double> const& a, std::vector<double> const& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+device_mesh world() { return device_mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}}); }
+
+}  // namespace
+
+TEST_CASE("elementwise ops equal serial loops from every pair of layouts", "[ops][elementwise]") {
+  device_mesh const mesh = world();
+  auto const ga = test::pseudo_random(count, 1);
+  auto const gb = test::pseudo_random(count, 2);
+  std::vector<double> sum(count), product(count), g(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    sum[i] = ga[i] + gb[i];
+    product[i] = ga[i] * gb[i];
+    g[i] = gelu(ga[i]);
+  }
+  for (layout const& la : layouts(mesh, true))
+    for (layout const& lb : layouts(mesh, true)) {
+      INFO(to_string(la).view() << " and " << to_string(lb).view());
+      auto const a = test::make<3>(mesh, la, shape, ga);
+      auto const b = test::make<3>(mesh, lb, shape, gb);
+      test::require_close(test::values_of(ops::add(a, b)), sum, exact);
+      test::require_close(test::values_of(ops::multiply(a, b)), product, exact);
+      test::require_close(test::values_of(ops::gelu(a)), g, exact);
+    }
+}
+
+TEST_CASE("gelu backward matches finite differences", "[ops][elementwise][gradient]") {
+  device_mesh const mesh = world();
+  layout const l{replicated, shard("tp"), replicated};
+  auto const w = test::pseudo_random(count, 3);
+  auto const gx = test::pseudo_random(count, 4);
+  objective const f = [&](std::vector<double> const& x) {
+    return dot(w, test::values_of(ops::gelu(test::make<3>(mesh, l, shape, x))));
+  };
+  auto const dx = ops::gelu_backward(test::make<3>(mesh, l, shape, gx), test::make<3>(mesh, l, shape, w));
+  check_gradient(f, gx, test::values_of(dx));
+}
+
+TEST_CASE("reductions over each dimension equal serial loops; sum backward broadcasts", "[ops][reduction]") {
+  device_mesh const mesh = world();
+  auto const gx = test::pseudo_random(count, 5);
+  for (std::size_t dim = 0; dim < 3; ++dim) {
+    std::vector<double> sums, maxima;
+    tensor_index e = shape;
+    e[dim] = 1;
+    for (std::size_t f = 0; f < count; ++f) {
+      tensor_index i{f / 20, f / 5 % 4, f % 5};
+      i[dim] = 0;
+      std::size_t const o = test::flat(e, i, 3);
+      if (o >= sums.size()) sums.resize(o + 1, 0), maxima.resize(o + 1, -1e300);
+      sums[o] += gx[f];
+      maxima[o] = std::max(maxima[o], gx[f]);
+    }
+    for (layout const& l : layouts(mesh, false)) {
+      INFO("dimension " << dim << " of " << to_string(l).view());
+      auto const x = test::make<3>(mesh, l, shape, gx);
+      test::require_close(test::values_of(ops::sum(x, dim)), sums, exact);
+      test::require_close(test::values_of(ops::reduce(x, dim, reduce_op::max)), maxima, exact);
+      CHECK(std::abs(ops::total(x) - std::accumulate(gx.begin(), gx.end(), 0.0)) < exact * count);
+      // The gradient of sum(x, dim) . w is w broadcast along dim.
+      auto const w = test::pseudo_random(sums.size(), dim);
+      tensor_index ew{};
+      for (std::size_t d = 0, k = 0; d < 3; ++d)
+        if (d != dim) ew[k++] = shape[d];
+      auto const dx = ops::sum_backward(x, dim, test::make<2>(mesh, layout{replicated, replicated}, ew, w));
+      auto const got = test::values_of(dx);
+      for (std::size_t f = 0; f < count; ++f) {
+        tensor_index i{f / 20, f / 5 % 4, f % 5};
+        i[dim] = 0;
+        REQUIRE(got[f] == w[test::flat(e, i, 3)]);
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax, causal or not, equals serial rows from every layout; backward matches differences",
+          "[ops][softmax][gradient]") {
+  device_mesh const mesh = world();
+  tensor_index const scores{2, 5, 5};  // [batch, queries, keys]
+  std::size_t const n = 50;
+  auto const gx = test::pseudo_random(n, 6);
+  for (ops::masking mask : {ops::masking::none, ops::masking::causal}) {
+    std::vector<double> want(n);
+    for (std::size_t r = 0; r < 10; ++r) {
+      std::size_t const visible = mask == ops::masking::causal ? r % 5 + 1 : 5;
+      double m = -1e300, s = 0;
+      for (std::size_t j = 0; j < visible; ++j) m = std::max(m, gx[r * 5 + j]);
+      for (std::size_t j = 0; j < visible; ++j) s += std::exp(gx[r * 5 + j] - m);
+      for (std::size_t j = 0; j < 5; ++j) want[r * 5 + j] = j < visible ? std::exp(gx[r * 5 + j] - m) / s : 0.0;
+    }
+    for (layout const& l : layouts(mesh, true)) {
+      INFO(to_string(l).view());
+      if (mask == ops::masking::causal && l[1].dist != distribution::block) continue;
+      test::require_close(test::values_of(ops::softmax(test::make<3>(mesh, l, scores, gx), mask)), want, exact);
+    }
+    layout const l{replicated, shard("tp"), replicated};
+    auto const w = test::pseudo_random(n, 7);
+    objective const f = [&](std::vector<double> const& x) {
+      return dot(w, test::values_of(ops::softmax(test::make<3>(mesh, l, scores, x), mask)));
+    };
+    auto const y = ops::softmax(test::make<3>(mesh, l, scores, gx), mask);
+    auto const dx = ops::softmax_backward(y, test::make<3>(mesh, l, scores, w));
+    check_gradient(f, gx, test::values_of(dx));
+  }
+}
+
+TEST_CASE("layer norm equals serial rows from every layout; backward matches differences", "[ops][layer_norm]") {
+  device_mesh const mesh = world();
+  tensor_index const e1{5};
+  auto const gx = test::pseudo_random(count, 8);
+  auto gg = test::pseudo_random(5, 9);
+  for (double& v : gg) v += 1;
+  auto const gb = test::pseudo_random(5, 10);
+  double const eps = 1e-5;
+  auto const want = by_rows(gx, 5, [&](double const* x, double* y) {
+    double m = 0, v = 0;
+    for (std::size_t j = 0; j < 5; ++j) m += x[j] / 5;
+    for (std::size_t j = 0; j < 5; ++j) v += (x[j] - m) * (x[j] - m) / 5;
+    for (std::size_t j = 0; j < 5; ++j) y[j] = (x[j] - m) / std::sqrt(v + eps) * gg[j] + gb[j];
+  });
+  layout const r1{replicated};
+  auto const gamma = test::make<1>(mesh, r1, e1, gg);
+  auto const beta = test::make<1>(mesh, r1, e1, gb);
+  for (layout const& l : layouts(mesh, true)) {
+    INFO(to_string(l).view());
+    test::require_close(test::values_of(ops::layer_norm(test::make<3>(mesh, l, shape, gx), gamma, beta, eps).y), want,
+                        1e-10);
+  }
+  // Backward, with the rows sharded: dgamma and dbeta come out partial and reduce on the move to R.
+  layout const l{replicated, shard("tp"), replicated};
+  auto const w = test::pseudo_random(count, 11);
+  auto const run = [&](std::vector<double> const& x, std::vector<double> const& g, std::vector<double> const& b) {
+    return dot(w, test::values_of(ops::layer_norm(test::make<3>(mesh, l, shape, x), test::make<1>(mesh, r1, e1, g),
+                                                  test::make<1>(mesh, r1, e1, b), eps)
+                                      .y));
+  };
+  auto const f = ops::layer_norm(test::make<3>(mesh, l, shape, gx), gamma, beta, eps);
+  auto const grads = ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w));
+  check_gradient([&](auto const& x) { return run(x, gg, gb); }, gx, test::values_of(grads.dx));
+  check_gradient([&](auto const& g) { return run(gx, g, gb); }, gg, test::values_of(redistribute(grads.dgamma, r1)));
+  check_gradient([&](auto const& b) { return run(gx, gg, b); }, gb, test::values_of(redistribute(grads.dbeta, r1)));
+}
+
+TEST_CASE("cross-entropy with sharded classes equals the serial loss, never gathers the logits",
+          "[ops][cross_entropy][gradient]") {
+  device_mesh const mesh = world();
+  std::size_t const tp = mesh.size();
+  tensor_index const logits_shape{2, 3, 7};  // 7 classes: uneven on 2, 3 and 4 ranks
+  auto const gx = test::pseudo_random(42, 12);
+  Kokkos::View<int**, Kokkos::LayoutRight, host> targets("targets", 2, 3);
+  for (std::size_t i = 0; i < 6; ++i) targets.data()[i] = static_cast<int>((i * 5 + 1) % 7);
+  double want = 0;
+  for (std::size_t r = 0; r < 6; ++r) {
+    double m = -1e300, s = 0;
+    for (std::size_t j = 0; j < 7; ++j) m = std::max(m, gx[r * 7 + j]);
+    for (std::size_t j = 0; j < 7; ++j) s += std::exp(gx[r * 7 + j] - m);
+    want += (std::log(s) + m - gx[r * 7 + static_cast<std::size_t>(targets.data()[r])]) / 6;
+  }
+  auto const t = distribute<host>(mesh, layout{replicated, replicated}, targets);
+  for (layout const& l : layouts(mesh, true)) {
+    INFO(to_string(l).view());
+    auto const x = test::make<3>(mesh, l, logits_shape, gx);
+    mesh.counters().reset();
+    auto const f = ops::cross_entropy(x, t);
+    CHECK(std::abs(f.loss - want) < exact);
+    // Vocabulary parallel: three all-reduces of one value per row, nothing of the logits' size.
+    if (l == layout{replicated, replicated, shard("tp")} && tp > 1) {
+      CHECK(mesh.counters().total().calls == 3);
+      CHECK(test::calls(mesh, "all_reduce") == 3);
+    }
+  }
+  layout const l{replicated, replicated, shard("tp")};
+  objective const loss = [&](std::vector<double> const& x) {
+    return ops::cross_entropy(test::make<3>(mesh, l, logits_shape, x), t).loss;
+  };
+  auto const f = ops::cross_entropy(test::make<3>(mesh, l, logits_shape, gx), t);
+  check_gradient(loss, gx, test::values_of(ops::cross_entropy_backward(f)));
+}
