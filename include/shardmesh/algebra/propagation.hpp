@@ -172,11 +172,15 @@ namespace detail {
     char const l = k.c.chars[i];
     std::size_t const in_a = contraction::find(k.a, l);
     std::size_t const in_b = contraction::find(k.b, l);
-    r.c.dims[i] = in_a != npos ? a.dims[in_a] : b.dims[in_b];
-    if (k.role(l) == label_role::free_a && !(dim_axes(a.dims[in_a]) & used_axes(b)).empty())
-      return fail("dimension \"", std::string_view(&l, 1), "\" of A is sharded on an axis B uses");
-    if (k.role(l) == label_role::free_b && !(dim_axes(b.dims[in_b]) & used_axes(a)).empty())
-      return fail("dimension \"", std::string_view(&l, 1), "\" of B is sharded on an axis A uses");
+    if (in_a != npos) {  // free in A or batch: A's placement (equal to B's for a batch dimension)
+      r.c.dims[i] = a.dims[in_a];
+      if (in_b == npos && !(dim_axes(a.dims[in_a]) & used_axes(b)).empty())
+        return fail("dimension \"", std::string_view(&l, 1), "\" of A is sharded on an axis B uses");
+    } else if (in_b != npos) {
+      r.c.dims[i] = b.dims[in_b];
+      if (!(dim_axes(b.dims[in_b]) & used_axes(a)).empty())
+        return fail("dimension \"", std::string_view(&l, 1), "\" of B is sharded on an axis A uses");
+    }
   }
   r.c.partial_axes = a.partial_axes | b.partial_axes;
   for (std::size_t i = 0; i < k.a.size(); ++i)

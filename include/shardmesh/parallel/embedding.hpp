@@ -1,0 +1,122 @@
+#pragma once
+// Token and position embeddings, the token table sharded on the vocabulary
+// (vocabulary parallelism: wte S(tp),R). A lookup is the product of the
+// one-hot ids [b,t,v] with the table [v,c] ("btv,vc->btc"): the one-hot is
+// sliced on v like the table, so the rules make the sum of the ranks'
+// lookups P(sum:tp), which is delivered in the activation layout (an
+// all-reduce, or a reduce-scatter onto the sequence). The table's gradient
+// is the product "btv,btc->vc", planned the same way (the one-hot is never
+// built: local kernels look rows up and scatter-add them).
+
+#include "shardmesh/algebra/contraction.hpp"
+#include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/elementwise.hpp"
+#include "shardmesh/ops/local/elementwise.hpp"
+#include "shardmesh/ops/local/embedding.hpp"
+#include "shardmesh/ops/reduction.hpp"
+#include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace shardmesh::parallel {
+
+template <class T, class MemorySpace>
+class embedding {
+ public:
+  using ids_tensor = dynamic_dtensor<int, 2, MemorySpace>;
+  using activation = dynamic_dtensor<T, 3, MemorySpace>;
+  using table = parameter<T, 2, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  embedding() = default;
+  // tokens: wte [vocabulary, hidden]; positions: wpe [sequence, hidden]; out: the activation layout.
+  embedding(table tokens, table positions, layout out)
+      : wte_(std::move(tokens)), wpe_(std::move(positions)), out_(std::move(out)) {}
+
+  [[nodiscard]] table& wte() { return wte_; }
+  [[nodiscard]] table& wpe() { return wpe_; }
+
+  activation forward(ids_tensor const& ids, exec_type const& exec = {}) {
+    device_mesh const& mesh = ids.mesh();
+    std::size_t const hidden = wte_.value().global_extents()[1];
+    tensor_index const shape{ids.global_extents()[0], ids.global_extents()[1], hidden};
+    // The one-hot ids take the table's vocabulary placement; the rules give the lookup's layout.
+    bound_layout onehot = one_hot_layout(ids.bound(), wte_.value().bound().dims[0]);
+    op_layouts const rule = product_layout(mesh.shape(), lookup, onehot, wte_.value().bound());
+    if (!rule.ok) throw invalid_layout_error("embedding: " + std::string(rule.why.view()));
+    ids_ = ids;
+    auto sum = ops::detail::make_like<T, 3, MemorySpace>(mesh, rule.c, shape, "shardmesh::embedding");
+    ops::local::embedding_forward(exec, ops::local::flat(ids.local()), wte_.value().local(), first_row(wte_.value()),
+                                  ops::detail::rows_of(sum.local()));
+    activation x = ops::detail::to_layout(sum, bind(mesh.shape(), out_), exec);
+    // Positions: wpe [t, c] placed like x's [t, c], added over the batch.
+    bound_layout at;
+    at.rank = 2;
+    at.dims[0] = x.bound().dims[1];
+    at.dims[1] = x.bound().dims[2];
+    auto const pos = ops::detail::to_layout(wpe_.value(), at, exec);
+    auto const xv = ops::local::as_3d(x.local(), x.local().extent(0), pos.local().size(), 1);
+    auto const pv = ops::local::flat(pos.local());
+    Kokkos::parallel_for(
+        "shardmesh::embedding_positions",
+        Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {xv.extent(0), xv.extent(1)}),
+        KOKKOS_LAMBDA(std::size_t b, std::size_t i) { xv(b, i, 0) += pv(i); });
+    return x;
+  }
+
+  void backward(activation const& dx, exec_type const& exec = {}) {
+    device_mesh const& mesh = dx.mesh();
+    wpe_.accumulate(ops::sum(dx, 0, exec), exec);
+    // dwte = onehot^T . dx, planned like any product (gather dx, or reduce the table's gradient).
+    std::array<std::size_t, 3> const eo{ids_.global_extents()[0], ids_.global_extents()[1],
+                                        wte_.value().global_extents()[0]};
+    bound_layout const onehot = one_hot_layout(ids_.bound(), bound_dim{});
+    bound_layout const want = wte_.value().bound();
+    std::string key = "embedding backward";
+    ops::detail::add_to_key(key, mesh.shape(), onehot, eo);
+    ops::detail::add_to_key(key, mesh.shape(), dx.bound(), ops::detail::extents_of(dx));
+    op_layouts const plan = ops::detail::planned(mesh, key, [&] {
+      return plan_product(mesh.shape(), gradient, onehot, dx.bound(), eo, ops::detail::extents_of(dx), &want);
+    });
+    bound_layout rows = plan.a;  // the ids placed like the one-hot's [b, t]
+    rows.rank = 2;
+    rows.partial_axes = {};
+    auto const ids = ops::detail::to_layout(ids_, rows, exec);
+    auto const g = ops::detail::to_layout(dx, plan.b, exec);
+    tensor_index const shape{wte_.value().global_extents()[0], wte_.value().global_extents()[1]};
+    auto grad = ops::detail::make_like<T, 2, MemorySpace>(mesh, plan.c, shape, "shardmesh::embedding_grad");
+    ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
+    std::size_t const first =
+        block_interval(mesh.shape(), plan.a.dims[2], eo[2], mesh.coordinates()).begin;  // this rank's vocabulary
+    ops::local::embedding_backward(exec, ops::local::flat(ids.local()), ops::detail::rows_of(g.local()), first,
+                                   grad.local());
+    wte_.accumulate(grad, exec);
+    ids_ = {};
+  }
+
+ private:
+  static constexpr contraction lookup = parse_contraction("btv,vc->btc");
+  static constexpr contraction gradient = parse_contraction("btv,btc->vc");
+
+  static bound_layout one_hot_layout(bound_layout const& ids, bound_dim const& vocabulary) {
+    bound_layout l = ids;
+    l.rank = 3;
+    l.dims[2] = vocabulary;
+    return l;
+  }
+  static std::size_t first_row(dynamic_dtensor<T, 2, MemorySpace> const& w) {
+    return block_interval(w.mesh().shape(), w.bound().dims[0], w.global_extents()[0], w.mesh().coordinates()).begin;
+  }
+
+  table wte_, wpe_;
+  layout out_;
+  ids_tensor ids_;  // saved for backward
+};
+
+}  // namespace shardmesh::parallel

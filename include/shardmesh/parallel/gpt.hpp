@@ -1,0 +1,200 @@
+#pragma once
+// A small GPT assembled from tensor-parallel layers: token and position
+// embeddings (vocabulary-parallel), blocks of layer norm, causal
+// self-attention, residual, layer norm, MLP, residual, then a final layer
+// norm and a vocabulary-parallel head whose logits stay sharded into the
+// cross-entropy. Explicit forward and backward; every collective comes from
+// the layers' layouts (layouts.hpp), with or without sequence parallelism.
+//
+//   gpt<float> model(mesh, config, [&](std::string const& name) { return values[name]; });
+//   auto f = model.forward(ids, targets);   // loss, logits
+//   model.backward();                        // gradients in each parameter
+
+#include "shardmesh/ops/cross_entropy.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/elementwise.hpp"
+#include "shardmesh/parallel/attention.hpp"
+#include "shardmesh/parallel/embedding.hpp"
+#include "shardmesh/parallel/layer_norm.hpp"
+#include "shardmesh/parallel/layouts.hpp"
+#include "shardmesh/parallel/linear.hpp"
+#include "shardmesh/parallel/mlp.hpp"
+#include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+struct gpt_config {
+  std::size_t vocabulary = 0, sequence = 0, hidden = 0, heads = 0, head_size = 0, ffn = 0, layers = 0;
+  double eps = 1e-5;
+  bool sequence_parallel = false;
+};
+
+// Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
+using parameter_source = std::function<std::vector<double>(std::string const& name)>;
+
+template <class T, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+class transformer_block {
+ public:
+  using activation = dynamic_dtensor<T, 3, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  transformer_block(layer_norm<T, 3, MemorySpace> ln1, attention<T, MemorySpace> attn,
+                    layer_norm<T, 3, MemorySpace> ln2, mlp<T, MemorySpace> feed, layout activation_layout)
+      : ln1_(std::move(ln1)),
+        attn_(std::move(attn)),
+        ln2_(std::move(ln2)),
+        mlp_(std::move(feed)),
+        activation_(std::move(activation_layout)) {}
+
+  activation forward(activation const& x, exec_type const& exec = {}) {
+    activation const mid = ops::add(x, attn_.forward(ln1_.forward(x, exec), exec), exec);
+    return ops::add(mid, mlp_.forward(ln2_.forward(mid, exec), exec), exec);
+  }
+
+  activation backward(activation const& dy, exec_type const& exec = {}) {
+    activation const d_mid = ops::add(dy, ln2_.backward(reduced(mlp_.backward(dy, exec), exec), exec), exec);
+    return ops::add(d_mid, ln1_.backward(reduced(attn_.backward(d_mid, exec), exec), exec), exec);
+  }
+
+  template <class Visit>
+  void for_each_parameter(std::string const& prefix, Visit&& visit) {
+    visit(prefix + "ln1_g", ln1_.gamma());
+    visit(prefix + "ln1_b", ln1_.beta());
+    visit(prefix + "wq", attn_.q().w());
+    visit(prefix + "wk", attn_.k().w());
+    visit(prefix + "wv", attn_.v().w());
+    visit(prefix + "wo", attn_.o().w());
+    visit(prefix + "ln2_g", ln2_.gamma());
+    visit(prefix + "ln2_b", ln2_.beta());
+    visit(prefix + "w1", mlp_.fc().w());
+    visit(prefix + "w2", mlp_.proj().w());
+  }
+
+ private:
+  // A partial input gradient, reduced once into the activation layout
+  // (all-reduce; reduce-scatter with sequence parallelism).
+  activation reduced(activation const& d, exec_type const& exec) {
+    return ops::detail::to_layout(d, bind(d.mesh().shape(), activation_), exec);
+  }
+
+  layer_norm<T, 3, MemorySpace> ln1_;
+  attention<T, MemorySpace> attn_;
+  layer_norm<T, 3, MemorySpace> ln2_;
+  mlp<T, MemorySpace> mlp_;
+  layout activation_;
+};
+
+template <class T, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+class gpt {
+ public:
+  using activation = dynamic_dtensor<T, 3, MemorySpace>;
+  using ids_tensor = dynamic_dtensor<int, 2, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  struct forward_result {
+    T loss;
+    activation logits;  // [b, t, v], sharded on the vocabulary
+  };
+
+  gpt(device_mesh const& mesh, gpt_config const& config, parameter_source const& values)
+      : mesh_(mesh), config_(config), layouts_(mesh.shape(), config.sequence_parallel) {
+    auto const& c = config;
+    auto const make = [&]<std::size_t Rank>(std::string const& name, layout const& l,
+                                            std::array<std::size_t, Rank> const& e) {
+      return parameter<T, Rank, MemorySpace>(name, mesh, l, e, values(name));
+    };
+    using e1 = std::array<std::size_t, 1>;
+    using e2 = std::array<std::size_t, 2>;
+    using e3 = std::array<std::size_t, 3>;
+    T const eps = static_cast<T>(c.eps);
+    auto const norm = [&](std::string const& name) {
+      return layer_norm<T, 3, MemorySpace>(make(name + "_g", layouts_.vector, e1{c.hidden}),
+                                           make(name + "_b", layouts_.vector, e1{c.hidden}), eps);
+    };
+    embedding_.emplace(make("wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
+                       make("wpe", layouts_.matrix, e2{c.sequence, c.hidden}), layouts_.activation);
+    for (std::size_t l = 0; l < c.layers; ++l) {
+      std::string const h = "h" + std::to_string(l) + ".";
+      auto const projection = [&](std::string const& name) {
+        return typename attention<T, MemorySpace>::projection(
+            make(h + name, layouts_.heads_in, e3{c.hidden, c.heads, c.head_size}), layouts_.whole_rows, layouts_.heads);
+      };
+      attention<T, MemorySpace> attn(projection("wq"), projection("wk"), projection("wv"),
+                                     typename attention<T, MemorySpace>::output(
+                                         make(h + "wo", layouts_.heads_out, e3{c.heads, c.head_size, c.hidden}),
+                                         layouts_.heads, layouts_.activation));
+      mlp<T, MemorySpace> feed(typename mlp<T, MemorySpace>::up(make(h + "w1", layouts_.column, e2{c.hidden, c.ffn}),
+                                                                layouts_.whole_rows, layouts_.features),
+                               typename mlp<T, MemorySpace>::down(make(h + "w2", layouts_.row, e2{c.ffn, c.hidden}),
+                                                                  layouts_.features, layouts_.activation));
+      blocks_.emplace_back(norm(h + "ln1"), std::move(attn), norm(h + "ln2"), std::move(feed), layouts_.activation);
+    }
+    final_norm_ = norm("lnf");
+    head_ =
+        head_type(make("whead", layouts_.column, e2{c.hidden, c.vocabulary}), layouts_.whole_rows, layouts_.features);
+  }
+
+  [[nodiscard]] transformer_layouts const& layouts() const { return layouts_; }
+  [[nodiscard]] gpt_config const& config() const { return config_; }
+
+  // ids and targets [batch, sequence]; count: the number of target tokens the
+  // loss averages over (0: all of them).
+  forward_result forward(ids_tensor const& ids, ids_tensor const& targets, double count = 0,
+                         exec_type const& exec = {}) {
+    activation x = embedding_->forward(ids, exec);
+    for (auto& block : blocks_) x = block.forward(x, exec);
+    activation logits = head_.forward(final_norm_.forward(x, exec), exec);
+    loss_.emplace(ops::cross_entropy(logits, targets, count, exec));
+    return {loss_->loss, logits};
+  }
+
+  // Gradients of the last forward's loss, accumulated into every parameter.
+  void backward(exec_type const& exec = {}) {
+    activation d = ops::detail::to_layout(head_.backward(ops::cross_entropy_backward(*loss_, T(1), exec), exec),
+                                          bind(mesh_.shape(), layouts_.activation), exec);
+    loss_.reset();
+    d = final_norm_.backward(d, exec);
+    for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) d = block->backward(d, exec);
+    embedding_->backward(d, exec);
+  }
+
+  // visit(name, parameter) for every parameter, in the reference's order.
+  template <class Visit>
+  void for_each_parameter(Visit&& visit) {
+    visit(std::string("wte"), embedding_->wte());
+    visit(std::string("wpe"), embedding_->wpe());
+    for (std::size_t l = 0; l < blocks_.size(); ++l)
+      blocks_[l].for_each_parameter("h" + std::to_string(l) + ".", visit);
+    visit(std::string("lnf_g"), final_norm_.gamma());
+    visit(std::string("lnf_b"), final_norm_.beta());
+    visit(std::string("whead"), head_.w());
+  }
+
+  void zero_grad() {
+    for_each_parameter([](std::string const&, auto& p) { p.zero_grad(); });
+  }
+
+ private:
+  using head_type = linear<"btc,cv->btv", T, MemorySpace>;
+
+  device_mesh mesh_;
+  gpt_config config_;
+  transformer_layouts layouts_;
+  std::optional<embedding<T, MemorySpace>> embedding_;
+  std::vector<transformer_block<T, MemorySpace>> blocks_;
+  layer_norm<T, 3, MemorySpace> final_norm_;
+  head_type head_;
+  std::optional<ops::cross_entropy_result<T, 3, MemorySpace>> loss_;
+};
+
+}  // namespace shardmesh::parallel

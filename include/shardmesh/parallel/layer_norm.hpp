@@ -1,0 +1,51 @@
+#pragma once
+// A layer norm layer over the last dimension: gain and bias replicated.
+// Activations keep their layout (the normalised dimension is whole in
+// every activation layout the blocks use); the gain and bias gradients are
+// sums over the rows, reduced over the axes sharding the rows (the sequence,
+// with sequence parallelism) on their way into the parameters' layout.
+
+#include "shardmesh/ops/layer_norm.hpp"
+#include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <utility>
+
+namespace shardmesh::parallel {
+
+template <class T, std::size_t Rank, class MemorySpace>
+class layer_norm {
+ public:
+  using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+  using vector = parameter<T, 1, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  layer_norm() = default;
+  layer_norm(vector gamma, vector beta, T eps) : gamma_(std::move(gamma)), beta_(std::move(beta)), eps_(eps) {}
+
+  [[nodiscard]] vector& gamma() { return gamma_; }
+  [[nodiscard]] vector& beta() { return beta_; }
+
+  tensor forward(tensor const& x, exec_type const& exec = {}) {
+    auto f = ops::layer_norm(x, gamma_.value(), beta_.value(), eps_, exec);
+    saved_ = std::move(f.saved);
+    return f.y;
+  }
+
+  tensor backward(tensor const& dy, exec_type const& exec = {}) {
+    auto g = ops::layer_norm_backward(*saved_, gamma_.value(), dy, exec);
+    gamma_.accumulate(g.dgamma, exec);
+    beta_.accumulate(g.dbeta, exec);
+    saved_.reset();
+    return g.dx;
+  }
+
+ private:
+  vector gamma_, beta_;
+  T eps_ = T(1e-5);
+  std::optional<ops::layer_norm_saved<T, Rank, MemorySpace>> saved_;
+};
+
+}  // namespace shardmesh::parallel

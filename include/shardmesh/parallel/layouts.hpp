@@ -1,0 +1,48 @@
+#pragma once
+// The layouts of tensor-parallel (and data-parallel) transformer layers on
+// a mesh with a "tp" axis and optionally a "dp" axis, as in Megatron-LM:
+// activations [batch, sequence, hidden] sharded on the batch by dp and,
+// with sequence parallelism, on the sequence by tp; weights sharded by tp on
+// features (column-parallel), on inputs (row-parallel), on heads, or on the
+// vocabulary. Every collective of the layers follows from these layouts.
+
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+
+namespace shardmesh::parallel {
+
+struct transformer_layouts {
+  layout activation;  // [b, t, c] between blocks
+  layout whole_rows;  // [b, t, c] with the sequence whole: a column-parallel layer's input
+  layout features;    // [b, t, f] sharded on features (tp): a column-parallel output, logits on the vocabulary
+  layout heads;       // [b, t, h, d] sharded on heads (tp)
+  layout column;      // [c, f] weight: R,S(tp)
+  layout row;         // [f, c] weight: S(tp),R
+  layout heads_in;    // [c, h, d] weight: R,S(tp),R
+  layout heads_out;   // [h, d, c] weight: S(tp),R,R
+  layout vocabulary;  // [v, c] token table: S(tp),R
+  layout matrix;      // [t, c] position table: R,R
+  layout vector;      // [c] layer-norm gain and bias: R
+  layout ids;         // [b, t] token ids
+
+  transformer_layouts(mesh_shape const& mesh, bool sequence_parallel) {
+    bool const dp = mesh.find("dp") != npos;
+    dim_placement const batch = dp ? shard("dp") : replicated;
+    dim_placement const tp = shard("tp");
+    dim_placement const R = replicated;
+    activation = {batch, sequence_parallel ? tp : R, R};
+    whole_rows = {batch, R, R};
+    features = {batch, R, tp};
+    heads = {batch, R, tp, R};
+    column = {R, tp};
+    row = {tp, R};
+    heads_in = {R, tp, R};
+    heads_out = {tp, R, R};
+    vocabulary = {tp, R};
+    matrix = {R, R};
+    vector = layout{R};
+    ids = {batch, R};
+  }
+};
+
+}  // namespace shardmesh::parallel
