@@ -36,6 +36,7 @@
 #include "shardmesh/ops/reduction.hpp"
 #include "shardmesh/ops/softmax.hpp"
 
+#include "shardmesh/parallel/gpt.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/runtime/workspace.hpp"

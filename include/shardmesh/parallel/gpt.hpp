@@ -24,6 +24,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -42,6 +43,23 @@ struct gpt_config {
 // Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
 using parameter_source = std::function<std::vector<double>(std::string const& name)>;
 
+template <class T, class MemorySpace, std::size_t Rank>
+parameter<T, Rank, MemorySpace> make_parameter(device_mesh const& mesh, parameter_source const& values,
+                                               std::string const& name, layout const& l,
+                                               std::array<std::size_t, Rank> const& extents) {
+  return {name, mesh, l, extents, values(name)};
+}
+
+template <class T, class MemorySpace>
+layer_norm<T, 3, MemorySpace> make_layer_norm(device_mesh const& mesh, gpt_config const& c,
+                                              transformer_layouts const& layouts, parameter_source const& values,
+                                              std::string const& name) {
+  using e1 = std::array<std::size_t, 1>;
+  return {make_parameter<T, MemorySpace>(mesh, values, name + "_g", layouts.vector, e1{c.hidden}),
+          make_parameter<T, MemorySpace>(mesh, values, name + "_b", layouts.vector, e1{c.hidden}),
+          static_cast<T>(c.eps)};
+}
+
 template <class T, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
 class transformer_block {
  public:
@@ -55,6 +73,33 @@ class transformer_block {
         ln2_(std::move(ln2)),
         mlp_(std::move(feed)),
         activation_(std::move(activation_layout)) {}
+
+  // A block with its parameters named prefix + "wq" etc. (values as for gpt).
+  static transformer_block make(device_mesh const& mesh, gpt_config const& c, transformer_layouts const& layouts,
+                                parameter_source const& values, std::string const& prefix) {
+    using e2 = std::array<std::size_t, 2>;
+    using e3 = std::array<std::size_t, 3>;
+    using attn = attention<T, MemorySpace>;
+    using feed = mlp<T, MemorySpace>;
+    auto const projection = [&](std::string const& name) {
+      return typename attn::projection(make_parameter<T, MemorySpace>(mesh, values, prefix + name, layouts.heads_in,
+                                                                      e3{c.hidden, c.heads, c.head_size}),
+                                       layouts.whole_rows, layouts.heads);
+    };
+    attn a(projection("wq"), projection("wk"), projection("wv"),
+           typename attn::output(make_parameter<T, MemorySpace>(mesh, values, prefix + "wo", layouts.heads_out,
+                                                                e3{c.heads, c.head_size, c.hidden}),
+                                 layouts.heads, layouts.activation));
+    feed f(typename feed::up(
+               make_parameter<T, MemorySpace>(mesh, values, prefix + "w1", layouts.column, e2{c.hidden, c.ffn}),
+               layouts.whole_rows, layouts.features),
+           typename feed::down(
+               make_parameter<T, MemorySpace>(mesh, values, prefix + "w2", layouts.row, e2{c.ffn, c.hidden}),
+               layouts.features, layouts.activation));
+    return {make_layer_norm<T, MemorySpace>(mesh, c, layouts, values, prefix + "ln1"), std::move(a),
+            make_layer_norm<T, MemorySpace>(mesh, c, layouts, values, prefix + "ln2"), std::move(f),
+            layouts.activation};
+  }
 
   activation forward(activation const& x, exec_type const& exec = {}) {
     activation const mid = ops::add(x, attn_.forward(ln1_.forward(x, exec), exec), exec);
@@ -109,40 +154,24 @@ class gpt {
   gpt(device_mesh const& mesh, gpt_config const& config, parameter_source const& values)
       : mesh_(mesh), config_(config), layouts_(mesh.shape(), config.sequence_parallel) {
     auto const& c = config;
-    auto const make = [&]<std::size_t Rank>(std::string const& name, layout const& l,
-                                            std::array<std::size_t, Rank> const& e) {
-      return parameter<T, Rank, MemorySpace>(name, mesh, l, e, values(name));
-    };
-    using e1 = std::array<std::size_t, 1>;
     using e2 = std::array<std::size_t, 2>;
-    using e3 = std::array<std::size_t, 3>;
-    T const eps = static_cast<T>(c.eps);
-    auto const norm = [&](std::string const& name) {
-      return layer_norm<T, 3, MemorySpace>(make(name + "_g", layouts_.vector, e1{c.hidden}),
-                                           make(name + "_b", layouts_.vector, e1{c.hidden}), eps);
-    };
-    embedding_.emplace(make("wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
-                       make("wpe", layouts_.matrix, e2{c.sequence, c.hidden}), layouts_.activation);
-    for (std::size_t l = 0; l < c.layers; ++l) {
-      std::string const h = "h" + std::to_string(l) + ".";
-      auto const projection = [&](std::string const& name) {
-        return typename attention<T, MemorySpace>::projection(
-            make(h + name, layouts_.heads_in, e3{c.hidden, c.heads, c.head_size}), layouts_.whole_rows, layouts_.heads);
-      };
-      attention<T, MemorySpace> attn(projection("wq"), projection("wk"), projection("wv"),
-                                     typename attention<T, MemorySpace>::output(
-                                         make(h + "wo", layouts_.heads_out, e3{c.heads, c.head_size, c.hidden}),
-                                         layouts_.heads, layouts_.activation));
-      mlp<T, MemorySpace> feed(typename mlp<T, MemorySpace>::up(make(h + "w1", layouts_.column, e2{c.hidden, c.ffn}),
-                                                                layouts_.whole_rows, layouts_.features),
-                               typename mlp<T, MemorySpace>::down(make(h + "w2", layouts_.row, e2{c.ffn, c.hidden}),
-                                                                  layouts_.features, layouts_.activation));
-      blocks_.emplace_back(norm(h + "ln1"), std::move(attn), norm(h + "ln2"), std::move(feed), layouts_.activation);
-    }
-    final_norm_ = norm("lnf");
+    embedding_.emplace(
+        make_parameter<T, MemorySpace>(mesh, values, "wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
+        make_parameter<T, MemorySpace>(mesh, values, "wpe", layouts_.matrix, e2{c.sequence, c.hidden}),
+        layouts_.activation);
+    for (std::size_t l = 0; l < c.layers; ++l)
+      blocks_.push_back(block::make(mesh, c, layouts_, values, "h" + std::to_string(l) + "."));
+    final_norm_ = make_layer_norm<T, MemorySpace>(mesh, c, layouts_, values, "lnf");
     head_ =
-        head_type(make("whead", layouts_.column, e2{c.hidden, c.vocabulary}), layouts_.whole_rows, layouts_.features);
+        head_type(make_parameter<T, MemorySpace>(mesh, values, "whead", layouts_.column, e2{c.hidden, c.vocabulary}),
+                  layouts_.whole_rows, layouts_.features);
   }
+
+  // Called after each stage of forward and backward with its name
+  // ("embedding", "h0", ..., "head", "loss") and the phase, e.g. to read
+  // the mesh's collective counters per layer.
+  using trace_hook = std::function<void(std::string const& stage, std::string const& phase)>;
+  void trace(trace_hook hook) { trace_ = std::move(hook); }
 
   [[nodiscard]] transformer_layouts const& layouts() const { return layouts_; }
   [[nodiscard]] gpt_config const& config() const { return config_; }
@@ -152,20 +181,32 @@ class gpt {
   forward_result forward(ids_tensor const& ids, ids_tensor const& targets, double count = 0,
                          exec_type const& exec = {}) {
     activation x = embedding_->forward(ids, exec);
-    for (auto& block : blocks_) x = block.forward(x, exec);
+    traced("embedding", "forward");
+    for (std::size_t l = 0; l < blocks_.size(); ++l) {
+      x = blocks_[l].forward(x, exec);
+      traced("h" + std::to_string(l), "forward");
+    }
     activation logits = head_.forward(final_norm_.forward(x, exec), exec);
+    traced("head", "forward");
     loss_.emplace(ops::cross_entropy(logits, targets, count, exec));
+    traced("loss", "forward");
     return {loss_->loss, logits};
   }
 
   // Gradients of the last forward's loss, accumulated into every parameter.
   void backward(exec_type const& exec = {}) {
-    activation d = ops::detail::to_layout(head_.backward(ops::cross_entropy_backward(*loss_, T(1), exec), exec),
-                                          bind(mesh_.shape(), layouts_.activation), exec);
+    activation const dlogits = ops::cross_entropy_backward(*loss_, T(1), exec);
     loss_.reset();
-    d = final_norm_.backward(d, exec);
-    for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) d = block->backward(d, exec);
+    traced("loss", "backward");
+    activation d = final_norm_.backward(
+        ops::detail::to_layout(head_.backward(dlogits, exec), bind(mesh_.shape(), layouts_.activation), exec), exec);
+    traced("head", "backward");
+    for (std::size_t l = blocks_.size(); l-- > 0;) {
+      d = blocks_[l].backward(d, exec);
+      traced("h" + std::to_string(l), "backward");
+    }
     embedding_->backward(d, exec);
+    traced("embedding", "backward");
   }
 
   // visit(name, parameter) for every parameter, in the reference's order.
@@ -186,12 +227,18 @@ class gpt {
 
  private:
   using head_type = linear<"btc,cv->btv", T, MemorySpace>;
+  using block = transformer_block<T, MemorySpace>;
+
+  void traced(std::string const& stage, std::string const& phase) const {
+    if (trace_) trace_(stage, phase);
+  }
 
   device_mesh mesh_;
   gpt_config config_;
+  trace_hook trace_;
   transformer_layouts layouts_;
   std::optional<embedding<T, MemorySpace>> embedding_;
-  std::vector<transformer_block<T, MemorySpace>> blocks_;
+  std::vector<block> blocks_;
   layer_norm<T, 3, MemorySpace> final_norm_;
   head_type head_;
   std::optional<ops::cross_entropy_result<T, 3, MemorySpace>> loss_;
