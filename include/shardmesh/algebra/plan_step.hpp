@@ -168,7 +168,7 @@ struct fraction {
   fixed_text out;
   out << to_string(s.kind) << "(";
   if (s.kind == step_kind::all_reduce || s.kind == step_kind::reduce_scatter || s.kind == step_kind::to_partial)
-    out << to_string(s.after.op) << ", ";
+    out << to_string(s.kind == step_kind::to_partial ? s.after.op : s.before.op) << ", ";  // the op reduced or made
   if (s.kind == step_kind::permute) {
     bool first = true;
     for (std::size_t a = 0; a < mesh.ndim; ++a)

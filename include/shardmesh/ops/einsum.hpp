@@ -99,15 +99,12 @@ inline void gemm_geometry(contraction const& k, tensor_index const& ea, tensor_i
     if (k.role(k.a.chars[i]) == label_role::contracted) sum.push_back(index(k.a.chars[i]));
   std::vector<gemm_index> loops = fold(batch);
   std::vector<gemm_index> fm = fold(m), fn = fold(n), fk = fold(sum);
-  if (fk.size() != 1)
-    throw invalid_layout_error("einsum " + std::string(to_string(k).view()) +
-                               ": the contracted dimensions are not adjacent in the same order in A and B");
+  // Both hold by einsum's static_asserts (adjacent contracted letters fold whatever the extents).
+  if (fk.size() != 1 || fm.size() + fn.size() + loops.size() > max_batch_dims + 2)
+    throw error("einsum " + std::string(to_string(k).view()) + ": the local product does not fold");
   loops.insert(loops.end(), fm.begin(), fm.end() - 1);  // all but the innermost run of m and n loop
   loops.insert(loops.end(), fn.begin(), fn.end() - 1);
   std::erase_if(loops, [](gemm_index const& i) { return i.extent == 1; });
-  if (loops.size() > max_batch_dims)
-    throw invalid_layout_error("einsum " + std::string(to_string(k).view()) + ": more than " +
-                               std::to_string(max_batch_dims) + " batch loops");
   shape = {};
   sa = sb = sc = {};
   shape.batch_rank = loops.size();
@@ -126,6 +123,38 @@ inline void gemm_geometry(contraction const& k, tensor_index const& ea, tensor_i
   sb.col = fn.back().b;
   sc.row = fm.back().c;
   sc.col = fn.back().c;
+}
+
+// Whether the contracted letters are adjacent and in one order in A and B,
+// so that they fold into one index of the local GEMM whatever the extents.
+consteval bool contracted_adjacent(contraction const& k) {
+  auto const run = [&](contraction::labels const& of) {
+    contraction::labels out;
+    for (std::size_t i = 0; i < of.size(); ++i)
+      if (k.role(of.chars[i]) == label_role::contracted) out.append(std::string_view(&of.chars[i], 1));
+    return out;
+  };
+  auto const adjacent = [&](contraction::labels const& of) {
+    std::size_t first = npos, last = 0;
+    for (std::size_t i = 0; i < of.size(); ++i)
+      if (k.role(of.chars[i]) == label_role::contracted) {
+        if (first == npos) first = i;
+        last = i;
+      }
+    return first == npos || last - first + 1 == run(of).size();
+  };
+  return adjacent(k.a) && adjacent(k.b) && run(k.a) == run(k.b);
+}
+
+// The most batch loops a product can need: every batch letter, and all but
+// one letter of m and of n (when they do not fold).
+consteval std::size_t most_loops(contraction const& k) {
+  std::size_t batch = 0, m = 0, n = 0;
+  for (std::size_t i = 0; i < k.c.size(); ++i) {
+    label_role const r = k.role(k.c.chars[i]);
+    (r == label_role::batch ? batch : r == label_role::free_a ? m : n) += 1;
+  }
+  return batch + (m > 0 ? m - 1 : 0) + (n > 0 ? n - 1 : 0);
 }
 
 template <contraction_text Spec>
@@ -160,6 +189,8 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, R
   constexpr contraction k = parse_contraction(Spec.view());
   static_assert(k.a.size() == RA, "einsum: A's rank differs from the contraction's");
   static_assert(k.b.size() == RB, "einsum: B's rank differs from the contraction's");
+  static_assert(contracted_adjacent(k), "einsum: the contracted letters must be adjacent and in one order in A and B");
+  static_assert(most_loops(k) <= max_batch_dims, "einsum: too many batch letters for the local GEMM");
   constexpr std::size_t RC = k.c.size();
   require_same_mesh("einsum", a, b);
   fixed_text const shape_problem = contraction_shape_error(k, extents_of(a), extents_of(b));

@@ -70,13 +70,17 @@ template <class T, std::size_t Rank, class MemorySpace>
   return p.out;
 }
 
-// alpha * x, in x's layout (linear: partial sums stay partial).
+// alpha * x, in x's layout: partial sums stay partial (the op is linear);
+// partial results of another op are reduced first.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> scale(dynamic_dtensor<T, Rank, MemorySpace> const& x, T alpha,
                                                           execution_space_of<MemorySpace> const& exec = {}) {
-  auto out = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents(), "shardmesh::scale");
+  bound_layout l = x.bound();
+  if (l.op != reduce_op::sum) l.partial_axes = {}, l.op = reduce_op::sum;
+  auto const in = detail::to_layout(x, l, exec);
+  auto out = detail::make_like<T, Rank, MemorySpace>(x.mesh(), l, x.global_extents(), "shardmesh::scale");
   local::fill(exec, local::flat(out.local()), T(0));
-  local::axpy(exec, alpha, local::flat(x.local()), local::flat(out.local()));
+  local::axpy(exec, alpha, local::flat(in.local()), local::flat(out.local()));
   return out;
 }
 
