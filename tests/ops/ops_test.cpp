@@ -149,6 +149,39 @@ TEST_CASE("reductions over each dimension equal serial loops; sum backward broad
   }
 }
 
+TEST_CASE("max backward and product backward match finite differences", "[ops][reduction][einsum][gradient]") {
+  device_mesh const mesh = world();
+  layout const l{replicated, shard("tp"), replicated};
+  auto const gx = test::pseudo_random(count, 13);  // distinct values: no ties
+  tensor_index const e2{3, 5};
+  auto const w = test::pseudo_random(15, 14);
+  objective const f = [&](std::vector<double> const& x) {
+    return dot(w, test::values_of(ops::reduce(test::make<3>(mesh, l, shape, x), 1, reduce_op::max)));
+  };
+  auto const x = test::make<3>(mesh, l, shape, gx);
+  auto const y = ops::reduce(x, 1, reduce_op::max);
+  auto const dx = ops::max_backward(x, 1, y, test::make<2>(mesh, layout{replicated, replicated}, e2, w));
+  check_gradient(f, gx, test::values_of(dx));
+
+  // C = A.B: dA = dC.B^T ("ij,kj->ik"), dB = A^T.dC ("ik,ij->kj"), as the linear layers compute them.
+  tensor_index const ea{4, 6}, eb{6, 5}, ec{4, 5};
+  auto const ga = test::pseudo_random(24, 15);
+  auto const gb = test::pseudo_random(30, 16);
+  auto const wc = test::pseudo_random(20, 17);
+  layout const rows{shard("tp"), replicated}, cols{replicated, shard("tp")};
+  auto const b = test::make<2>(mesh, rows, eb, gb);
+  auto const dc = test::make<2>(mesh, cols, ec, wc);
+  objective const by_a = [&](std::vector<double> const& a) {
+    return dot(wc, test::values_of(ops::einsum<"ik,kj->ij">(test::make<2>(mesh, cols, ea, a), b)));
+  };
+  objective const by_b = [&](std::vector<double> const& v) {
+    return dot(wc, test::values_of(
+                       ops::einsum<"ik,kj->ij">(test::make<2>(mesh, cols, ea, ga), test::make<2>(mesh, rows, eb, v))));
+  };
+  check_gradient(by_a, ga, test::values_of(ops::einsum<"ij,kj->ik">(dc, b)));
+  check_gradient(by_b, gb, test::values_of(ops::einsum<"ik,ij->kj">(test::make<2>(mesh, cols, ea, ga), dc)));
+}
+
 TEST_CASE("softmax, causal or not, equals serial rows from every layout; backward matches differences",
           "[ops][softmax][gradient]") {
   device_mesh const mesh = world();

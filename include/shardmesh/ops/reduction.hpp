@@ -85,6 +85,29 @@ template <class T, std::size_t Rank, class MemorySpace>
   return s;
 }
 
+namespace detail {
+
+// dy (and, for max and min, the reduced y) whole on the axes that sharded
+// dim, placed like the rest of the layout x was reduced in; dx in that layout.
+template <class T, std::size_t Rank, class MemorySpace>
+struct reduction_gradient {
+  dynamic_dtensor<T, Rank, MemorySpace> x, dx;
+  bound_layout reduced;  // the result's layout, partial axes made whole
+};
+
+template <class T, std::size_t Rank, class MemorySpace>
+reduction_gradient<T, Rank, MemorySpace> gradient_of(dynamic_dtensor<T, Rank, MemorySpace> const& x, std::size_t dim,
+                                                     reduce_op op, execution_space_of<MemorySpace> const& exec) {
+  op_layouts const plan = reduction_plan(x, dim, op);
+  bound_layout reduced = plan.c;
+  reduced.partial_axes = {};
+  reduced.op = reduce_op::sum;
+  return {to_layout(x, plan.a, exec),
+          make_like<T, Rank, MemorySpace>(x.mesh(), plan.a, x.global_extents(), "shardmesh::reduce_backward"), reduced};
+}
+
+}  // namespace detail
+
 // The gradient of reduce(x, dim, sum) (and, scaled, of mean): dy broadcast
 // along dim, in the layout the forward ran x on.
 template <class T, std::size_t Rank, class MemorySpace>
@@ -92,17 +115,28 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                  std::size_t dim,
                                                                  dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
                                                                  execution_space_of<MemorySpace> const& exec = {}) {
-  op_layouts const plan = detail::reduction_plan(x, dim, reduce_op::sum);
-  bound_layout want = plan.c;  // dy is needed whole on the axes that sharded dim
-  want.partial_axes = {};
-  want.op = reduce_op::sum;
-  for (std::size_t d = 0, k = 0; d < Rank; ++d)
-    if (d != dim) want.dims[k++] = plan.a.dims[d];
-  auto const g = detail::to_layout(dy, want, exec);
-  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), plan.a, x.global_extents(), "shardmesh::sum_backward");
-  auto const v = detail::around(dx.local(), dim);
-  local::reduce_sum_backward(exec, detail::reduced_view(g.local(), v), v);
-  return dx;
+  auto g = detail::gradient_of(x, dim, reduce_op::sum, exec);
+  auto const d = detail::to_layout(dy, g.reduced, exec);
+  auto const v = detail::around(g.dx.local(), dim);
+  local::reduce_sum_backward(exec, detail::reduced_view(d.local(), v), v);
+  return g.dx;
+}
+
+// The gradient of y = reduce(x, dim, max): dy where x equals the maximum,
+// 0 elsewhere (every tied element receives it).
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> max_backward(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                                                 std::size_t dim,
+                                                                 dynamic_dtensor<T, Rank - 1, MemorySpace> const& y,
+                                                                 dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
+                                                                 execution_space_of<MemorySpace> const& exec = {}) {
+  auto g = detail::gradient_of(x, dim, reduce_op::max, exec);
+  auto const m = detail::to_layout(y, g.reduced, exec);
+  auto const d = detail::to_layout(dy, g.reduced, exec);
+  auto const v = detail::around(g.dx.local(), dim);
+  local::reduce_max_backward(exec, detail::around(g.x.local(), dim), detail::reduced_view(m.local(), v),
+                             detail::reduced_view(d.local(), v), v);
+  return g.dx;
 }
 
 // The sum of every element, on every rank: a local sum, then one
