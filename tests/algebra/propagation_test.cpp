@@ -104,13 +104,6 @@ std::vector<double> values(std::size_t n, std::size_t salt) {
   return v;
 }
 
-tensor_index extents_of(std::initializer_list<std::size_t> e) {
-  tensor_index out{};
-  std::size_t d = 0;
-  for (std::size_t x : e) out[d++] = x;
-  return out;
-}
-
 // Every rank's local result, assembled under l and reduced, equals the global result.
 void check_assembles(mesh_shape const& m, bound_layout const& l, tensor_index const& global,
                      std::vector<std::vector<double>> const& shards, std::vector<double> const& expected) {
@@ -135,11 +128,11 @@ TEST_CASE("a product's local results assemble to the global product under the pr
     char const* spec;
     tensor_index ea, eb;
   };
-  std::vector<product_case> const cases{{"ik,kj->ij", extents_of({3, 5}), extents_of({5, 2})},
-                                        {"ik,jk->ij", extents_of({3, 5}), extents_of({2, 5})},
-                                        {"bik,kj->bij", extents_of({3, 2, 5}), extents_of({5, 2})},
-                                        {"bik,bkj->bij", extents_of({3, 2, 5}), extents_of({3, 5, 2})},
-                                        {"bik,bij->kj", extents_of({3, 2, 5}), extents_of({3, 2, 2})}};
+  std::vector<product_case> const cases{{"ik,kj->ij", test::extents({3, 5}), test::extents({5, 2})},
+                                        {"ik,jk->ij", test::extents({3, 5}), test::extents({2, 5})},
+                                        {"bik,kj->bij", test::extents({3, 2, 5}), test::extents({5, 2})},
+                                        {"bik,bkj->bij", test::extents({3, 2, 5}), test::extents({3, 5, 2})},
+                                        {"bik,bij->kj", test::extents({3, 2, 5}), test::extents({3, 2, 2})}};
   test::enumeration_options const options{{reduce_op::sum, reduce_op::max}, {}};
   std::size_t checked = 0;
   for (mesh_shape const& m : property_meshes())
@@ -182,7 +175,7 @@ TEST_CASE("a product's local results assemble to the global product under the pr
 }
 
 TEST_CASE("an elementwise op's local results assemble to the global result under the propagated layout") {
-  tensor_index const e = extents_of({3, 5});
+  tensor_index const e = test::extents({3, 5});
   std::vector<double> const ga = values(15, 1);
   std::vector<double> const gb = values(15, 2);
   struct kind_case {
@@ -228,7 +221,7 @@ TEST_CASE("an elementwise op's local results assemble to the global result under
 }
 
 TEST_CASE("a reduction over a dimension assembles to the global reduction; row-wise ops get whole rows") {
-  tensor_index const e = extents_of({3, 5, 2});
+  tensor_index const e = test::extents({3, 5, 2});
   std::vector<double> const g = values(30, 4);
   test::enumeration_options const options{{reduce_op::sum, reduce_op::max}, {}};
   for (mesh_shape const& m : property_meshes())

@@ -11,19 +11,13 @@
 #include <catch2/catch_test_macros.hpp>
 
 using namespace shardmesh;
+using test::extents;
 
 namespace {
 
 std::vector<mesh_shape> meshes(std::size_t ranks) {
   std::vector<mesh_shape> out{mesh_shape{{"a", ranks}}};
   if (ranks == 4) out.push_back(mesh_shape{{"a", 2}, {"b", 2}});
-  return out;
-}
-
-tensor_index extents(std::initializer_list<std::size_t> e) {
-  tensor_index out{};
-  std::size_t d = 0;
-  for (std::size_t x : e) out[d++] = x;
   return out;
 }
 

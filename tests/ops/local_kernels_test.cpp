@@ -3,6 +3,7 @@
 // its forward (double, h = 1e-6, |fd - analytic| <= 1e-6 * max(1, |analytic|)).
 // Loops compare within 1e-5 * max(1, |want|) in float and 1e-12 in double.
 // Kernels run on a partitioned instance, not the default one.
+#include "kernel_recording.hpp"
 #include "mpi_test.hpp"
 
 #include <shardmesh/ops/local/elementwise.hpp>
@@ -566,48 +567,9 @@ TEST_CASE("reshaped views alias a contiguous shard", "[ops][local][reshape]") {
 
 namespace {
 
-struct event {
-  std::string name;
-  std::uint32_t device;
-};
-std::vector<event> kernels;
-std::vector<event> fences;
-
-void record_kernel(char const* name, std::uint32_t device, std::uint64_t* id) {
-  kernels.push_back({name, device});
-  *id = 0;
-}
-void record_fence(char const* name, std::uint32_t device, std::uint64_t* id) {
-  fences.push_back({name, device});
-  *id = 0;
-}
-void ignore_end(std::uint64_t) {}
-
-// Records kernels (of any kind) and fences while alive.
-struct recording {
-  recording() {
-    kernels.clear();
-    fences.clear();
-    namespace tools = Kokkos::Tools::Experimental;
-    tools::set_begin_parallel_for_callback(record_kernel);
-    tools::set_end_parallel_for_callback(ignore_end);
-    tools::set_begin_parallel_reduce_callback(record_kernel);
-    tools::set_end_parallel_reduce_callback(ignore_end);
-    tools::set_begin_fence_callback(record_fence);
-    tools::set_end_fence_callback(ignore_end);
-  }
-  recording(recording const&) = delete;
-  recording& operator=(recording const&) = delete;
-  ~recording() {
-    namespace tools = Kokkos::Tools::Experimental;
-    tools::set_begin_parallel_for_callback(nullptr);
-    tools::set_end_parallel_for_callback(nullptr);
-    tools::set_begin_parallel_reduce_callback(nullptr);
-    tools::set_end_parallel_reduce_callback(nullptr);
-    tools::set_begin_fence_callback(nullptr);
-    tools::set_end_fence_callback(nullptr);
-  }
-};
+using test::recording;
+auto& kernels = test::recorded_kernels;
+auto& fences = test::recorded_fences;
 
 }  // namespace
 

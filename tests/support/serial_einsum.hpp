@@ -6,10 +6,19 @@
 #include <shardmesh/algebra/shard_geometry.hpp>
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace shardmesh::test {
+
+// A tensor_index from a list: extents({2, 8, 16}).
+inline tensor_index extents(std::initializer_list<std::size_t> e) {
+  tensor_index out{};
+  std::size_t d = 0;
+  for (std::size_t x : e) out[d++] = x;
+  return out;
+}
 
 inline std::size_t count_of(tensor_index const& e, std::size_t rank) {
   std::size_t n = 1;

@@ -6,6 +6,7 @@
 // the test still tells instance fences from global ones, and runs the
 // operations on a partitioned instance.
 #include "host_matrix.hpp"
+#include "kernel_recording.hpp"
 #include "mpi_test.hpp"
 
 #include <shardmesh/shardmesh.hpp>
@@ -30,50 +31,16 @@ using test::equal;
 using test::host_matrix;
 using test::numbered;
 
-struct event {
-  std::string name;
-  std::uint32_t device;
-};
-
-std::vector<event> kernels;
-std::vector<event> fences;
-
-void record_kernel(char const* name, std::uint32_t device, std::uint64_t* id) {
-  kernels.push_back({name, device});
-  *id = 0;
-}
-void record_fence(char const* name, std::uint32_t device, std::uint64_t* id) {
-  fences.push_back({name, device});
-  *id = 0;
-}
-void ignore_end(std::uint64_t) {}
-
-// Records kernels and fences while alive.
-struct recording {
-  recording() {
-    kernels.clear();
-    fences.clear();
-    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(record_kernel);
-    Kokkos::Tools::Experimental::set_end_parallel_for_callback(ignore_end);
-    Kokkos::Tools::Experimental::set_begin_fence_callback(record_fence);
-    Kokkos::Tools::Experimental::set_end_fence_callback(ignore_end);
-  }
-  recording(recording const&) = delete;
-  recording& operator=(recording const&) = delete;
-  ~recording() {
-    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
-    Kokkos::Tools::Experimental::set_end_parallel_for_callback(nullptr);
-    Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
-    Kokkos::Tools::Experimental::set_end_fence_callback(nullptr);
-  }
-};
+using test::recording;
+auto& kernels = test::recorded_kernels;
+auto& fences = test::recorded_fences;
 
 // Counts the recorded events on `device`, and those on any other.
 struct tally {
   std::size_t on = 0;
   std::size_t elsewhere = 0;
 };
-tally count(std::vector<event> const& events, std::uint32_t device, std::string const& prefix) {
+tally count(std::vector<test::kokkos_event> const& events, std::uint32_t device, std::string const& prefix) {
   tally t;
   for (auto const& e : events)
     if (e.name.rfind(prefix, 0) == 0) (e.device == device ? t.on : t.elsewhere) += 1;
