@@ -112,7 +112,7 @@ TEST_CASE("gelu backward matches finite differences", "[ops][elementwise][gradie
   check_gradient(f, gx, test::values_of(dx));
 }
 
-TEST_CASE("reductions over each dimension equal serial loops; sum backward broadcasts", "[ops][reduction]") {
+TEST_CASE("reductions over each dimension equal serial loops; sum and mean backward broadcast", "[ops][reduction]") {
   device_mesh const mesh = world();
   auto const gx = test::pseudo_random(count, 5);
   for (std::size_t dim = 0; dim < 3; ++dim) {
@@ -131,6 +131,9 @@ TEST_CASE("reductions over each dimension equal serial loops; sum backward broad
       INFO("dimension " << dim << " of " << to_string(l).view());
       auto const x = test::make<3>(mesh, l, shape, gx);
       test::require_close(test::values_of(ops::sum(x, dim)), sums, exact);
+      std::vector<double> means = sums;
+      for (double& m : means) m /= static_cast<double>(shape[dim]);
+      test::require_close(test::values_of(ops::mean(x, dim)), means, exact);
       test::require_close(test::values_of(ops::reduce(x, dim, reduce_op::max)), maxima, exact);
       CHECK(std::abs(ops::total(x) - std::accumulate(gx.begin(), gx.end(), 0.0)) < exact * count);
       // The gradient of sum(x, dim) . w is w broadcast along dim.
@@ -140,10 +143,13 @@ TEST_CASE("reductions over each dimension equal serial loops; sum backward broad
         if (d != dim) ew[k++] = shape[d];
       auto const dx = ops::sum_backward(x, dim, test::make<2>(mesh, layout{replicated, replicated}, ew, w));
       auto const got = test::values_of(dx);
+      auto const got_mean =
+          test::values_of(ops::mean_backward(x, dim, test::make<2>(mesh, layout{replicated, replicated}, ew, w)));
       for (std::size_t f = 0; f < count; ++f) {
         tensor_index i{f / 20, f / 5 % 4, f % 5};
         i[dim] = 0;
         REQUIRE(got[f] == w[test::flat(e, i, 3)]);
+        REQUIRE(std::abs(got_mean[f] - w[test::flat(e, i, 3)] / static_cast<double>(shape[dim])) < exact);
       }
     }
   }

@@ -6,6 +6,7 @@
 //
 //   auto m = reduce(x, 2, reduce_op::max);   // R,R,S(tp) -> R,R P(max:tp)
 //   auto s = sum(x, 0);  mean(x, 0);  total(x)  (every element, on every rank)
+//   sum_backward(x, 0, ds);  mean_backward(x, 0, dm);  max_backward(x, 0, m, dm)
 
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/comm/all_reduce.hpp"
@@ -120,6 +121,17 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const v = detail::around(g.dx.local(), dim);
   local::reduce_sum_backward(exec, detail::reduced_view(d.local(), v), v);
   return g.dx;
+}
+
+// The gradient of mean(x, dim): dy / extent broadcast along dim.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> mean_backward(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                                                  std::size_t dim,
+                                                                  dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
+                                                                  execution_space_of<MemorySpace> const& exec = {}) {
+  auto dx = sum_backward(x, dim, dy, exec);
+  local::scale(exec, local::flat(dx.local()), T(1) / static_cast<T>(x.global_extents()[dim]));
+  return dx;
 }
 
 // The gradient of y = reduce(x, dim, max): dy where x equals the maximum,
