@@ -10,6 +10,7 @@
 #include "shardmesh/algebra/contraction.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/notation.hpp"
 #include "shardmesh/algebra/plan_cache.hpp"
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
