@@ -1,5 +1,5 @@
 # cmake -DCLANG_FORMAT=<program> -DSOURCE_DIR=<repository> -P check_format.cmake
-# Fails listing every C++ file under include/, tests/, bench/ and examples/
+# Fails listing every C++ file under include/, tests/, bench/, examples/ and tools/
 # that clang-format would change; prints SKIP: without clang-format 19.
 if(NOT CLANG_FORMAT)
   message("SKIP: clang-format 19 not found")
@@ -11,7 +11,8 @@ if(NOT version MATCHES "version 19\\.")
   return()
 endif()
 file(GLOB_RECURSE files ${SOURCE_DIR}/include/*.hpp ${SOURCE_DIR}/tests/*.hpp ${SOURCE_DIR}/tests/*.cpp
-     ${SOURCE_DIR}/bench/*.hpp ${SOURCE_DIR}/bench/*.cpp ${SOURCE_DIR}/examples/*.cpp)
+     ${SOURCE_DIR}/bench/*.hpp ${SOURCE_DIR}/bench/*.cpp ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/tools/*.hpp
+     ${SOURCE_DIR}/tools/*.cpp)
 set(unformatted "")
 foreach(file IN LISTS files)
   execute_process(COMMAND ${CLANG_FORMAT} --style=file:${SOURCE_DIR}/.clang-format --dry-run --Werror ${file}
