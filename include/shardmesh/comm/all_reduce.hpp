@@ -15,6 +15,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <optional>
 
 namespace shardmesh {
 
@@ -47,13 +48,12 @@ template <class T, class Space>
                                   completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
   int const count = detail::mpi_count(data.extent(0));
-  return detail::post(
-      comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
-      [&](T*, T* inout, MPI_Request* r) {
-        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count, mpi_type<T>(), mpi_op(op),
-                                comm.get());
-      },
-      true);
+  return detail::post(comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
+                      [&](T*, T* inout, MPI_Request* r) {
+                        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count,
+                                                mpi_type<T>(), mpi_op(op), comm.get());
+                      },
+                      {.in_place = true, .send_parts = std::nullopt, .recv_parts = std::nullopt});
 }
 
 template <class T, class Space>

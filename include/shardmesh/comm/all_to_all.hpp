@@ -18,7 +18,9 @@ namespace shardmesh {
 
 // MPI_Ialltoallv. Block q of send starts at send_displs[q] (likewise for
 // recv), so pieces that already lie contiguously in a shard need no packing.
-// Precondition: the blocks lie within send and recv. (The v and plain forms
+// Precondition: the blocks lie within send and recv. Staged buffers copy
+// only the blocks, so what recv holds outside them (the block a rank keeps,
+// copied there by the caller) survives. (The v and plain forms
 // never switch on the counts: the counts differ between ranks, and every rank
 // must call the same MPI collective.)
 template <class T, class Space>
@@ -33,12 +35,16 @@ template <class T, class Space>
   auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
   auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
   auto const rdispls = detail::keep(detail::mpi_counts(recv_displs));
-  return detail::post(
-      comm, "all_to_all", when, detail::sum_except(send_counts, me), detail::sum_except(recv_counts, me), send, recv,
-      {scounts, rcounts, sdispls, rdispls}, exec, [&](T* in, T* out, MPI_Request* r) {
-        detail::blocking_or_not(r, MPI_Alltoallv, MPI_Ialltoallv, in, scounts->data(), sdispls->data(), mpi_type<T>(),
-                                out, rcounts->data(), rdispls->data(), mpi_type<T>(), comm.get());
-      });
+  return detail::post(comm, "all_to_all", when, detail::sum_except(send_counts, me),
+                      detail::sum_except(recv_counts, me), send, recv, {scounts, rcounts, sdispls, rdispls}, exec,
+                      [&](T* in, T* out, MPI_Request* r) {
+                        detail::blocking_or_not(r, MPI_Alltoallv, MPI_Ialltoallv, in, scounts->data(), sdispls->data(),
+                                                mpi_type<T>(), out, rcounts->data(), rdispls->data(), mpi_type<T>(),
+                                                comm.get());
+                      },
+                      {.in_place = false,
+                       .send_parts = detail::parts_of(send_counts, send_displs),
+                       .recv_parts = detail::parts_of(recv_counts, recv_displs)});
 }
 
 // Blocks one after another in rank order.

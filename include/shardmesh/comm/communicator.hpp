@@ -1,13 +1,16 @@
 #pragma once
 // An MPI communicator that frees what it created (a borrowed one, such as
-// MPI_COMM_WORLD, is left alone) and counts the collectives issued on it.
-// Communicators split from one share its counters: a mesh's axis groups
-// count into the mesh's.
+// MPI_COMM_WORLD, is left alone), counts the collectives issued on it, and
+// holds the staging policy its collectives hand buffers to MPI with
+// (staging.hpp). Communicators split from one share its counters and its
+// policy: a mesh's axis groups count into the mesh's and stage as it does.
 
 #include "shardmesh/comm/counters.hpp"
+#include "shardmesh/comm/staging.hpp"
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -17,20 +20,22 @@ class communicator {
  public:
   communicator() = default;
   // Borrows comm: the caller keeps ownership.
-  static communicator borrow(MPI_Comm comm) { return {comm, false, std::make_shared<comm_counters>()}; }
+  static communicator borrow(MPI_Comm comm) { return {comm, false, std::make_shared<comm_counters>(), fresh_policy()}; }
   // Takes ownership of comm: MPI_Comm_free on destruction.
-  static communicator adopt(MPI_Comm comm) { return {comm, true, std::make_shared<comm_counters>()}; }
+  static communicator adopt(MPI_Comm comm) { return {comm, true, std::make_shared<comm_counters>(), fresh_policy()}; }
 
   communicator(communicator&& other) noexcept
       : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
         owned_(std::exchange(other.owned_, false)),
-        counters_(std::move(other.counters_)) {}
+        counters_(std::move(other.counters_)),
+        staging_(std::move(other.staging_)) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       release();
       comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
       owned_ = std::exchange(other.owned_, false);
       counters_ = std::move(other.counters_);
+      staging_ = std::move(other.staging_);
     }
     return *this;
   }
@@ -51,24 +56,42 @@ class communicator {
   }
   [[nodiscard]] comm_counters& counters() const { return *counters_; }
 
+  // How the collectives on this communicator, and on every communicator
+  // split from it, hand buffers to MPI (staging.hpp): automatic (the
+  // default) stages only memory MPI cannot read, always stages every buffer
+  // through a host mirror, never stages none. Shared like the counters, so
+  // a mesh's policy (mesh.comm().set_staging(...)) holds for its groups and
+  // submeshes too. Staging is local: ranks may differ. Takes effect for
+  // collectives issued after the call.
+  [[nodiscard]] staging_policy staging() const { return staging_->load(std::memory_order_relaxed); }
+  void set_staging(staging_policy policy) const { staging_->store(policy, std::memory_order_relaxed); }
+
   // Collective over this communicator: the ranks of each color, ordered by
   // key, counting into this communicator's counters.
   [[nodiscard]] communicator split(int color, int key) const {
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_Comm_split(comm_, color, key, &sub);
-    return {sub, true, counters_};
+    return {sub, true, counters_, staging_};
   }
   // Collective: the same ranks on a fresh context (their messages never mix
-  // with this communicator's), with fresh counters.
+  // with this communicator's), with fresh counters and a staging policy of
+  // its own that starts as this one's.
   [[nodiscard]] communicator dup() const {
     MPI_Comm copy = MPI_COMM_NULL;
     MPI_Comm_dup(comm_, &copy);
-    return adopt(copy);
+    communicator out = adopt(copy);
+    out.set_staging(staging());
+    return out;
   }
 
  private:
-  communicator(MPI_Comm comm, bool owned, std::shared_ptr<comm_counters> counters)
-      : comm_(comm), owned_(owned), counters_(std::move(counters)) {}
+  using shared_policy = std::shared_ptr<std::atomic<staging_policy>>;
+  static shared_policy fresh_policy() {
+    return std::make_shared<std::atomic<staging_policy>>(staging_policy::automatic);
+  }
+
+  communicator(MPI_Comm comm, bool owned, std::shared_ptr<comm_counters> counters, shared_policy staging)
+      : comm_(comm), owned_(owned), counters_(std::move(counters)), staging_(std::move(staging)) {}
   void release() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -79,6 +102,7 @@ class communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool owned_ = false;
   std::shared_ptr<comm_counters> counters_ = std::make_shared<comm_counters>();
+  shared_policy staging_ = fresh_policy();
 };
 
 }  // namespace shardmesh

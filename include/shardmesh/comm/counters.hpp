@@ -3,8 +3,10 @@
 // communicators split from it (a mesh and its axis groups), so that tests
 // can assert "one all-to-all, 3/4 of the local tensor" and benchmarks can
 // report bytes against the lower bound. Bytes are what this rank sent to and
-// received from other ranks; data a rank keeps is not counted. Safe to
-// share between threads.
+// received from other ranks; data a rank keeps is not counted. Copies
+// between a buffer and its host mirror for MPI (staging.hpp) are counted
+// apart, in staged(), so that they never add to the traffic. Safe to share
+// between threads.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +24,15 @@ struct collective_count {
   bool operator==(collective_count const&) const = default;
 };
 
+// Buffers handed to MPI through a host mirror (staging.hpp), and the bytes
+// copied into mirrors before MPI read them and back out after MPI wrote them.
+struct staging_count {
+  std::uint64_t buffers = 0;
+  std::uint64_t bytes_to_host = 0;
+  std::uint64_t bytes_from_host = 0;
+  bool operator==(staging_count const&) const = default;
+};
+
 class comm_counters {
  public:
   using table = std::map<std::string, collective_count, std::less<>>;
@@ -32,6 +43,13 @@ class comm_counters {
     ++c.calls;
     c.bytes_sent += sent;
     c.bytes_received += received;
+  }
+  // One staged buffer, whose copies move `to_host` and `from_host` bytes.
+  void record_staging(std::uint64_t to_host, std::uint64_t from_host) {
+    std::lock_guard lock(mutex_);
+    ++staged_.buffers;
+    staged_.bytes_to_host += to_host;
+    staged_.bytes_from_host += from_host;
   }
   [[nodiscard]] collective_count operator[](std::string_view collective) const {
     std::lock_guard lock(mutex_);
@@ -48,6 +66,10 @@ class comm_counters {
     }
     return sum;
   }
+  [[nodiscard]] staging_count staged() const {
+    std::lock_guard lock(mutex_);
+    return staged_;
+  }
   // A copy: the table may change while the caller reads it.
   [[nodiscard]] table all() const {
     std::lock_guard lock(mutex_);
@@ -56,11 +78,13 @@ class comm_counters {
   void reset() {
     std::lock_guard lock(mutex_);
     counts_.clear();
+    staged_ = {};
   }
 
  private:
   mutable std::mutex mutex_;
   table counts_;
+  staging_count staged_;
 };
 
 }  // namespace shardmesh

@@ -13,6 +13,8 @@
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
+#include <optional>
+
 namespace shardmesh {
 
 template <class T, class Space>
@@ -29,8 +31,8 @@ template <class T, class Space>
   }
   detail::count_call<T>(comm, "point_to_point", destination == me ? 0 : send.extent(0),
                         source == me ? 0 : recv.extent(0));
-  staged_buffer<T, Space> in(send);
-  staged_buffer<T, Space> out(recv);
+  staged_buffer<T, Space> const in = detail::stage(comm, send, std::nullopt, true, false);
+  staged_buffer<T, Space> const out = detail::stage(comm, recv, std::nullopt, false, true);
   in.to_mpi(exec);
   MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   MPI_Irecv(out.data(), detail::mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);

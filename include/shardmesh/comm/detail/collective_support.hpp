@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,23 +78,55 @@ void blocking_or_not(MPI_Request* r, Blocking blocking, NonBlocking non_blocking
     non_blocking(args..., r);
 }
 
+// What MPI touches of a collective's buffers, which is what staging copies:
+// all of send and recv unless parts are given; in_place: recv only, read and
+// then written (send is unused).
+struct buffer_use {
+  bool in_place = false;
+  std::optional<std::vector<buffer_part>> send_parts;
+  std::optional<std::vector<buffer_part>> recv_parts;
+};
+
+// Block q of a v-collective's buffer: counts[q] elements at displs[q].
+inline std::vector<buffer_part> parts_of(std::vector<std::size_t> const& counts,
+                                         std::vector<std::size_t> const& displs) {
+  std::vector<buffer_part> out;
+  out.reserve(counts.size());
+  for (std::size_t q = 0; q < counts.size(); ++q) out.push_back({displs[q], counts[q]});
+  return out;
+}
+
+// `view` as MPI should see it under comm's staging policy, with the
+// staging recorded in comm's counters: bytes copied in before MPI when MPI
+// reads it, copied back after when MPI writes it.
+template <class T, class Space>
+staged_buffer<T, Space> stage(communicator const& comm, Kokkos::View<T*, Space> view,
+                              std::optional<std::vector<buffer_part>> parts, bool read, bool written) {
+  staged_buffer<T, Space> out = parts ? staged_buffer<T, Space>(view, comm.staging(), std::move(*parts))
+                                      : staged_buffer<T, Space>(view, comm.staging());
+  if (out.staged()) comm.counters().record_staging(read ? out.staged_bytes() : 0, written ? out.staged_bytes() : 0);
+  return out;
+}
+
 // Posts one collective on comm that reads send and writes recv (or,
 // in_place, reads and writes recv): counts the call, stages the buffers
-// where MPI cannot read them (copies on exec), and returns a request that
-// keeps `keep` (count and displacement arrays) alive and copies a staged
-// result back. post_call(send_pointer, recv_pointer, &request) issues the
-// non-blocking MPI call; post_call(send_pointer, recv_pointer, nullptr) the
-// blocking one. Precondition: send and recv are ready (no kernel still writes them).
+// where comm's staging policy says MPI cannot read them (copies on exec),
+// and returns a request that keeps `keep` (count and displacement arrays)
+// alive and copies a staged result back. post_call(send_pointer,
+// recv_pointer, &request) issues the non-blocking MPI call;
+// post_call(send_pointer, recv_pointer, nullptr) the blocking one.
+// Precondition: send and recv are ready (no kernel still writes them).
 template <class T, class Space, class ExecutionSpace, class Post>
 request post(communicator const& comm, char const* name, completion when, std::size_t sent, std::size_t received,
              Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
-             ExecutionSpace const& exec, Post&& post_call, bool in_place = false) {
+             ExecutionSpace const& exec, Post&& post_call, buffer_use use = {}) {
   std::string const region_name = std::string("shardmesh::") + name;
   Kokkos::Profiling::ScopedRegion region(region_name);
   count_call<T>(comm, name, sent, received);
-  staged_buffer<T, Space> in(send);
-  staged_buffer<T, Space> out(recv);
-  (in_place ? out : in).to_mpi(exec);
+  staged_buffer<T, Space> const in = use.in_place ? staged_buffer<T, Space>(send, staging_policy::never)
+                                                  : stage(comm, send, std::move(use.send_parts), true, false);
+  staged_buffer<T, Space> const out = stage(comm, recv, std::move(use.recv_parts), use.in_place, true);
+  (use.in_place ? out : in).to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   post_call(in.data(), out.data(), when == completion::deferred ? &r : nullptr);
   return request(region_name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
