@@ -6,6 +6,8 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <complex>
+
 using namespace shardmesh;
 
 TEMPLATE_TEST_CASE("partial layouts reduce exactly", "[tensor][reduction]", float, double, int) {
@@ -27,4 +29,19 @@ TEMPLATE_TEST_CASE("partial layouts reduce exactly", "[tensor][reduction]", floa
     }
   }
   CHECK(checked > 0);
+}
+
+TEST_CASE("complex tensors become partial sums and products and reduce back", "[tensor][reduction]") {
+  using c64 = std::complex<float>;
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", dynamic_extent}});
+  Kokkos::View<c64**, Kokkos::LayoutRight, Kokkos::HostSpace> global("global", 3, 4);
+  for (std::size_t i = 0; i < global.size(); ++i)
+    global.data()[i] = c64(static_cast<float>(i), static_cast<float>(i % 3) - 1.0f);
+  layout const whole{replicated, replicated};
+  auto const x = distribute<Kokkos::HostSpace>(mesh, whole, global);
+  for (reduce_op op : {reduce_op::sum, reduce_op::prod}) {
+    auto const partial = redistribute(x, layout{replicated, replicated}.partial(op, "a"));
+    auto const back = gather(redistribute(partial, whole));
+    for (std::size_t i = 0; i < global.size(); ++i) CHECK(back.data()[i] == global.data()[i]);
+  }
 }

@@ -8,8 +8,6 @@
 
 namespace plan_tool {
 
-namespace {
-
 using namespace shardmesh;
 
 std::string quoted(std::string_view s) {
@@ -37,18 +35,14 @@ std::string numbers(std::vector<std::size_t> const& values) {
   return out + "]";
 }
 
+namespace {
+
 // ["dp", "tp"]: the step's axes in mesh order.
 std::string axes(mesh_shape const& mesh, axis_set set) {
   std::string out = "[";
   for (std::size_t a = 0; a < mesh.ndim; ++a)
     if (set.contains(a)) out += (out.size() == 1 ? "" : ", ") + quoted(mesh[a].name.view());
   return out + "]";
-}
-
-std::string number(double v) {
-  char out[32];
-  std::snprintf(out, sizeof out, "%.6g", v);
-  return out;
 }
 
 // The fields every document starts with, each line ending in ",\n".
@@ -60,7 +54,14 @@ std::string head(request const& r) {
          ",\n  \"from\": " + quoted(to_string(r.from)) + ",\n";
 }
 
-// The fields of one plan, indented by `pad`, without braces.
+}  // namespace
+
+std::string number(double v) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%.6g", v);
+  return out;
+}
+
 std::string plan_fields(request const& r, plan_report const& p, std::string const& pad) {
   std::string out = pad + "\"to\": " + quoted(to_string(p.target)) + ",\n" + pad + "\"steps\": [";
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
@@ -79,8 +80,6 @@ std::string plan_fields(request const& r, plan_report const& p, std::string cons
          "\"peak_extra_bytes\": " + std::to_string(p.peak_extra) + ",\n" + pad + "\"planned_cost\": " + number(cost) +
          "\n";
 }
-
-}  // namespace
 
 std::string plan_json(request const& r, plan_report const& p) {
   return "{\n" + head(r) + plan_fields(r, p, "  ") + "}\n";

@@ -1,18 +1,16 @@
 #pragma once
 // The command line of shardmesh-plan, parsed with CLI11.
 
+#include "request.hpp"
+
 #include <optional>
 #include <string>
 
 namespace plan_tool {
 
-struct options {
-  std::string mesh;   // "dp=2,tp=2": every extent given
-  std::string shape;  // "8,6": the global extents
-  std::string type = "f32";
-  std::string from;
-  std::string to;     // empty with --all
-  bool all = false;   // rank every target layout by planned cost
+// --mesh (every extent given), --shape, --type, --from, --to, and --all
+// (rank every target layout by planned cost) fill request_args.
+struct options : request_args {
   bool json = false;  // one JSON document instead of text
   bool draw = false;  // the before and after pictures, in the terminal
   std::string svg;    // the pictures and the plan as an SVG file

@@ -1,7 +1,8 @@
 #pragma once
-// What the command line asks for, checked: the mesh (every extent given),
-// the global shape, the element type and the layouts, each refused with the
-// library's message when it is malformed or invalid.
+// What the command line asks for, checked: the mesh (every extent given, or
+// one bound to the number of MPI ranks), the global shape, the element type
+// and the layouts, each refused with the library's message when it is
+// malformed or invalid. Shared by shardmesh-plan and shardmesh-bench.
 
 #include <shardmesh/algebra/layout.hpp>
 #include <shardmesh/algebra/mesh_shape.hpp>
@@ -15,7 +16,15 @@
 
 namespace plan_tool {
 
-struct options;
+// The arguments a request is made of, as the command line gives them.
+struct request_args {
+  std::string mesh;   // "dp=2,tp=2"
+  std::string shape;  // "8,6": the global extents; empty when the caller sets them (see make_request)
+  std::string type = "f32";
+  std::string from;
+  std::string to;    // empty with `all`
+  bool all = false;  // every target layout instead of `to`
+};
 
 struct element_type {
   std::string_view name;  // as shardmesh::element_name<T>() spells it
@@ -28,19 +37,26 @@ struct element_type {
 extern std::vector<element_type> const element_types;
 
 struct request {
+  std::string program = "shardmesh-plan";  // the command, as the library's messages name it
   shardmesh::mesh_shape mesh;
   shardmesh::tensor_index global{};  // extents of the tensor
   std::size_t rank = 0;              // its number of dimensions
   element_type type;
   shardmesh::layout from;
-  shardmesh::layout to;  // equal to `from` with --all
+  shardmesh::layout to;  // equal to `from` with `all`
 };
 
 // "f32[8,6]".
 [[nodiscard]] std::string tensor_name(request const& r);
 
-// Fills `out` from the options; returns the first problem, or "" when all is well.
-[[nodiscard]] std::string make_request(options const& o, request& out);
+// Fills `out` from the arguments; returns the first problem, or "" when all
+// is well. `program` names the command in the messages. With ranks = 0 every
+// mesh extent must be given; otherwise the mesh must have `ranks` devices,
+// and one extent left out ("dp=2,tp") is the number that makes it so.
+// Without a shape, the tensor's rank is the source layout's and every extent
+// is 1: the caller sets r.global.
+[[nodiscard]] std::string make_request(request_args const& a, request& out, std::string_view program = "shardmesh-plan",
+                                       std::size_t ranks = 0);
 
 // The problem with moving the tensor from r.from to `to`, or "".
 [[nodiscard]] std::string transition_problem(request const& r, shardmesh::layout const& to);

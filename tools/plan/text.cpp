@@ -24,6 +24,12 @@ std::string step_text(request const& r, step_report const& s) {
          (most(s.bytes) == 0 ? "" : ", " + per_rank_text(s.bytes));
 }
 
+std::string steps_text(request const& r, plan_report const& p) {
+  std::string out;
+  for (auto const& s : p.steps) out += (out.empty() ? "" : ", then ") + std::string(to_string(r.mesh, s.step).view());
+  return out;
+}
+
 std::string summary_text(plan_report const& p) {
   return "total " + per_rank_text(p.total) + ", " + against_bound_text(p) + " (" + bytes_text(p.lower_bound) +
          " for the busiest rank)\npeak extra memory " + bytes_text(p.peak_extra) +
@@ -50,10 +56,7 @@ std::string targets_text(request const& r, std::vector<ranked_target> const& tar
          padded("lower bound", 13) + "plan\n";
   for (std::size_t i = 0; i < targets.size(); ++i) {
     plan_report const& p = targets[i].report;
-    std::string steps;
-    for (auto const& s : p.steps)
-      steps += (steps.empty() ? "" : ", then ") + std::string(to_string(r.mesh, s.step).view());
-    if (targets[i].is_source) steps = "the source: nothing to do";
+    std::string const steps = targets[i].is_source ? "the source: nothing to do" : steps_text(r, p);
     std::string const n = std::to_string(i + 1);
     out += "  " + std::string(number_width.size() - n.size(), ' ') + n + "  " +
            padded(std::string(to_string(p.target).view()), width) + "  " + padded(bytes_text(p.most_received()), 14) +

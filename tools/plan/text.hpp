@@ -14,6 +14,9 @@ namespace plan_tool {
 // "S(dp),R -> R,S(dp): all_to_all(dp, dim 0->1), 1/2 of local, 48 B per rank".
 [[nodiscard]] std::string step_text(request const& r, step_report const& s);
 
+// "all_to_all(dp, dim 0->1), then all_gather(tp, dim 1)"; "" without steps.
+[[nodiscard]] std::string steps_text(request const& r, plan_report const& p);
+
 // "total 48 B per rank, 1.00x the lower bound (48 B); peak extra memory 96 B per rank".
 [[nodiscard]] std::string summary_text(plan_report const& p);
 

@@ -120,7 +120,8 @@ template <class T>
 inline constexpr bool is_complex_v<std::complex<T>> = true;
 
 // sum and prod need arithmetic (bool excluded: its sum overflows) or complex
-// elements; max and min need an order, so arithmetic elements only.
+// elements; max and min need an order, so arithmetic elements only, bool
+// excluded too (MPI defines no max or min on MPI_CXX_BOOL).
 template <class T>
 [[nodiscard]] constexpr bool reduce_op_fits(reduce_op op) {
   bool const arithmetic = std::is_arithmetic_v<T>;
@@ -128,7 +129,7 @@ template <class T>
     case reduce_op::sum:
     case reduce_op::prod: return (arithmetic && !std::is_same_v<T, bool>) || is_complex_v<T>;
     case reduce_op::max:
-    case reduce_op::min: return arithmetic;
+    case reduce_op::min: return arithmetic && !std::is_same_v<T, bool>;
   }
   return false;
 }

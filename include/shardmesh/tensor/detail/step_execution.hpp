@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -34,15 +35,21 @@ struct step_operation {
   std::function<void()> finish;
 };
 
+// What the non-keeping coordinates hold after to_partial. Sum and prod
+// spelled out: Kokkos has no reduction_identity for std::complex.
 template <class T>
 KOKKOS_FUNCTION T reduction_identity(reduce_op op) {
   switch (op) {
-    case reduce_op::sum: return Kokkos::reduction_identity<T>::sum();
-    case reduce_op::prod: return Kokkos::reduction_identity<T>::prod();
-    case reduce_op::max: return Kokkos::reduction_identity<T>::max();
-    case reduce_op::min: return Kokkos::reduction_identity<T>::min();
+    case reduce_op::sum: return T(0);
+    case reduce_op::prod: return T(1);
+    case reduce_op::max:
+      if constexpr (std::is_arithmetic_v<T>) return Kokkos::reduction_identity<T>::max();
+      break;
+    case reduce_op::min:
+      if constexpr (std::is_arithmetic_v<T>) return Kokkos::reduction_identity<T>::min();
+      break;
   }
-  return T{};
+  return T{};  // no max or min for other types: validation refuses them
 }
 
 // Starts step s on the instance exec: `in` is this rank's shard under
