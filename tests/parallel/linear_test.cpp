@@ -66,5 +66,13 @@ TEST_CASE("linear: replicated, column- and row-parallel forms equal the serial p
     CHECK(mesh.counters().total().calls == (single ? 0 : f.backward_all_reduces));
     test::require_close(test::values_of(dx), want_dx, tolerance);
     test::require_close(test::values_of(l.w().grad()), want_dw, tolerance);
+    // A second step accumulates (in place) into the same gradient.
+    (void)l.forward(x);
+    (void)l.backward(dy);
+    std::vector<double> twice = want_dw;
+    for (double& v : twice) v *= 2;
+    test::require_close(test::values_of(l.w().grad()), twice, tolerance);
+    l.w().zero_grad();
+    CHECK_FALSE(l.w().has_grad());
   }
 }

@@ -41,13 +41,19 @@ struct op_layouts {
   bound_layout c;
   bound_layout out;
   std::uint64_t cost = 0;  // elements a rank receives, plus latency, over every move
+  std::uint64_t work = 0;  // the local compute, in the same units (products only)
   fixed_text why;          // when !ok: why no layouts fit
 };
 
 // The price of moving data, in elements a rank receives: each communicating
-// step costs `latency_elements` on top of its bytes.
+// step costs `latency_elements` on top of its bytes; a product's local
+// multiply-adds count too, `flops_per_element` of them as much as one
+// element received (CPUs here do tens of GFLOP/s and move a few GB/s), so
+// that gathering operands to multiply them whole on every rank is not
+// mistaken for a saving.
 struct compute_cost_model {
   std::uint64_t latency_elements = 4096;
+  std::uint64_t flops_per_element = 64;
 };
 
 enum class elementwise_kind : unsigned char {
@@ -235,12 +241,13 @@ namespace detail {
 // Searches operand layouts with subsets of their axes removed (gathered or
 // reduced): the cheapest pair on which rule(a', b') holds, with the result
 // moved to `requested` if given.
-// Equal costs go to the smaller largest local operands and result.
-template <class Rule>
+// The choice goes by moves plus work(layouts); equal ones to the smaller
+// largest local operands and result.
+template <class Rule, class Work>
 [[nodiscard]] constexpr op_layouts cheapest(mesh_shape const& mesh, bound_layout a, bound_layout b,
                                             std::span<std::size_t const> ea, std::span<std::size_t const> eb,
                                             std::span<std::size_t const> ec, bound_layout const* requested,
-                                            compute_cost_model model, Rule const& rule) {
+                                            compute_cost_model model, Rule const& rule, Work const& work) {
   a = normalized(mesh, a);
   b = normalized(mesh, b);
   op_layouts best;
@@ -269,7 +276,10 @@ template <class Rule>
         }
         std::uint64_t const memory =
             largest_shard(mesh, r.a, ea) + largest_shard(mesh, r.b, eb) + largest_shard(mesh, r.c, ec);
-        if (possible && (r.cost < best.cost || (r.cost == best.cost && memory < best_memory))) {
+        r.work = possible ? work(r) : 0;
+        std::uint64_t const total = r.cost + r.work;
+        std::uint64_t const best_total = best.cost == ~std::uint64_t{0} ? best.cost : best.cost + best.work;
+        if (possible && (total < best_total || (total == best_total && memory < best_memory))) {
           best = r;
           best_memory = memory;
         }
@@ -304,16 +314,25 @@ template <class Rule>
 // the given global extents, delivering C in `requested` if not null.
 // Precondition: contraction_shape_error(k, ea, eb) is empty.
 // Postcondition: product_layout(mesh, k, r.a, r.b).c == r.c, and no other
-// pair of operand layouts with axes removed costs less.
+// pair of operand layouts with axes removed costs less in moves plus work.
 [[nodiscard]] constexpr op_layouts plan_product(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
                                                 bound_layout const& b, std::span<std::size_t const> ea,
                                                 std::span<std::size_t const> eb,
                                                 bound_layout const* requested = nullptr,
                                                 compute_cost_model model = {}) {
   auto const ec = contraction_extents(k, ea, eb);
+  // Multiply-adds on the busiest rank: every letter at its largest local extent.
+  auto const work = [&](op_layouts const& r) {
+    std::uint64_t flops = 2;
+    for (std::size_t i = 0; i < k.a.size(); ++i) flops *= local_extent(mesh, r.a.dims[i], ea[i], mesh_coordinates{});
+    for (std::size_t i = 0; i < k.b.size(); ++i)
+      if (contraction::find(k.a, k.b.chars[i]) == npos)
+        flops *= local_extent(mesh, r.b.dims[i], eb[i], mesh_coordinates{});
+    return flops / model.flops_per_element;
+  };
   return detail::cheapest(
       mesh, a, b, ea, eb, std::span(ec).first(k.c.size()), requested, model,
-      [&](bound_layout const& x, bound_layout const& y) { return detail::product_rule(mesh, k, x, y); });
+      [&](bound_layout const& x, bound_layout const& y) { return detail::product_rule(mesh, k, x, y); }, work);
 }
 
 // Why a and b cannot meet in an elementwise op whatever the redistribution
@@ -344,7 +363,8 @@ template <class Rule>
                                                     compute_cost_model model = {}) {
   return detail::cheapest(
       mesh, a, b, extents, extents, extents, nullptr, model,
-      [&](bound_layout const& x, bound_layout const& y) { return detail::elementwise_rule(mesh, kind, x, y); });
+      [&](bound_layout const& x, bound_layout const& y) { return detail::elementwise_rule(mesh, kind, x, y); },
+      [](op_layouts const&) { return std::uint64_t{0}; });
 }
 
 // Reducing dimension `dim` with op: the input layout it runs on (partial

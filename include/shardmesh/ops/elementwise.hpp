@@ -79,8 +79,11 @@ template <class T, std::size_t Rank, class MemorySpace>
   if (l.op != reduce_op::sum) l.partial_axes = {}, l.op = reduce_op::sum;
   auto const in = detail::to_layout(x, l, exec);
   auto out = detail::make_like<T, Rank, MemorySpace>(x.mesh(), l, x.global_extents(), "shardmesh::scale");
-  local::fill(exec, local::flat(out.local()), T(0));
-  local::axpy(exec, alpha, local::flat(in.local()), local::flat(out.local()));
+  auto const from = local::flat(in.local());
+  auto const to = local::flat(out.local());
+  Kokkos::parallel_for(
+      "shardmesh::scale", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, to.size()),
+      KOKKOS_LAMBDA(std::size_t i) { to(i) = alpha * from(i); });
   return out;
 }
 

@@ -3,7 +3,9 @@
 // the layout the layer declares, both recorded in the mesh's memory ledger
 // (parameters, gradients).
 
-#include "shardmesh/ops/elementwise.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/local/elementwise.hpp"
+#include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/distribute.hpp"
@@ -54,11 +56,17 @@ class parameter {
   void accumulate(tensor const& g, execution_space_of<MemorySpace> const& exec) {
     tensor moved = ops::detail::to_layout(g, value_.bound(), exec);
     if (!has_grad_) {
-      grad_ = tensor::adopt(moved.mesh(), value_.layout(), moved.global_extents(), moved.local());
+      auto local = moved.local();
+      if (local.data() == g.local().data()) {  // g itself: the caller may still hold it, so copy
+        local = typename tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + " grad"),
+                                           moved.local().layout());
+        Kokkos::deep_copy(exec, local, moved.local());
+      }
+      grad_ = tensor::adopt(moved.mesh(), value_.layout(), moved.global_extents(), local);
       grad_entry_ = value_.mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
       has_grad_ = true;
-    } else {
-      grad_ = ops::add(grad_, moved, exec);
+    } else {  // in place: grad_ is this parameter's alone
+      ops::local::axpy(exec, T(1), ops::local::flat(moved.local()), ops::local::flat(grad_.local()));
     }
   }
   void zero_grad() {

@@ -14,6 +14,7 @@
 #include "shardmesh/tensor/redistribute.hpp"
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,13 +59,23 @@ std::span<std::size_t const> extents_of(dynamic_dtensor<T, Rank, MemorySpace> co
   return std::span<std::size_t const>(x.global_extents().data(), Rank);
 }
 
-// x in layout l: x itself when it is already, else redistributed.
+// x in layout l: x itself when it is already, else redistributed. An op's
+// operands were agreed on when they were made and its layouts planned alike
+// on every rank, so the redistribution's agreement round is skipped, unless
+// the tensor is large enough for a count to overflow MPI's int somewhere
+// (the same decision everywhere: it depends on the global extents only).
 template <class T, std::size_t Rank, class MemorySpace>
 dynamic_dtensor<T, Rank, MemorySpace> to_layout(dynamic_dtensor<T, Rank, MemorySpace> const& x, bound_layout const& l,
                                                 execution_space_of<MemorySpace> const& exec) {
   mesh_shape const& shape = x.mesh().shape();
   if (shardmesh::detail::normalized(shape, x.bound()) == shardmesh::detail::normalized(shape, l)) return x;
-  return redistribute(x, unbind(shape, l), exec);
+  std::size_t elements = 1;
+  for (std::size_t d = 0; d < Rank; ++d) elements *= x.global_extents()[d];
+  bool const small = elements < static_cast<std::size_t>(std::numeric_limits<int>::max());
+  using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+  return redistribution<tensor>(x, unbind(shape, l), nullptr, completion::immediate, exec,
+                                small ? shardmesh::detail::agreement::done : shardmesh::detail::agreement::check)
+      .get();
 }
 
 // A new, uninitialised tensor in layout l (not collective: its layout and

@@ -60,12 +60,18 @@ void softmax_forward(ExecSpace const& exec, X const& x, Y const& y, std::optiona
             Kokkos::TeamThreadRange(team, visible),
             [&](std::size_t j, T& acc) { acc = Kokkos::max(acc, static_cast<T>(x(r, j))); }, Kokkos::Max<T>(top));
         if (top == Kokkos::reduction_identity<T>::max()) visible = 0;  // -inf everywhere: no finite weight
-        T total = 0;
+        T total = 0;  // the exponentials are kept in y: one exp per entry
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, visible),
-            [&](std::size_t j, T& acc) { acc += Kokkos::exp(static_cast<T>(x(r, j)) - top); }, total);
+            [&](std::size_t j, T& acc) {
+              T const e = Kokkos::exp(static_cast<T>(x(r, j)) - top);
+              y(r, j) = e;
+              acc += e;
+            },
+            total);
+        team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
-          y(r, j) = j < visible ? Kokkos::exp(static_cast<T>(x(r, j)) - top) / total : static_cast<T>(0);
+          y(r, j) = j < visible ? static_cast<T>(y(r, j)) / total : static_cast<T>(0);
         });
       });
 }
