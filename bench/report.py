@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Turns the transition suite's JSON into a markdown table and figures.
+"""Turns the benchmarks' JSON into markdown tables and figures.
 
-    bench/report.py RESULTS.json... [--markdown FILE] [--figures DIR] [--readme README.md]
+    bench/report.py RESULTS.json... [--markdown FILE] [--figures DIR] [--readme FILE]...
 
 RESULTS are Google Benchmark JSON files of bench_transitions (one per rank
-count) and, optionally, of bench/dtensor_transitions.py. Benchmark names are
-kind/mesh/from->to/size/implementation. Times are medians over repetitions.
---readme replaces the part of README.md between the results markers.
+count), optionally of bench/dtensor_transitions.py, and of
+bench_transformer_block. Transition names are
+kind/mesh/from->to/size/implementation; the transformer block's are
+block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation.
+Times are medians over repetitions (rounds); ratios are medians of the ratios
+of runs taken side by side. Each --readme FILE has the part between each pair
+of results markers it holds replaced by the section of those results:
+transition results, transformer block results, gemm results.
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
 
 BEGIN = "<!-- transition results begin -->"
 END = "<!-- transition results end -->"
+BLOCK_MARKERS = ("<!-- transformer block results begin -->", "<!-- transformer block results end -->")
+GEMM_MARKERS = ("<!-- gemm results begin -->", "<!-- gemm results end -->")
+BLOCK_KINDS = ("block", "gemm")
 SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
@@ -28,6 +37,8 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS for b in data["benchmarks"]):
+            continue  # the transformer block's: load_block
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
             if b.get("run_type") != "iteration" or b.get("error_occurred"):
@@ -159,34 +170,179 @@ def figure(results, directory):
         fig.savefig(f"{directory}/transition_ratios.{ext}", dpi=110)
 
 
+def load_block(paths):
+    """{(kind, run, what, detail): {impl: {"ms": [...], "rounds": {field: {round: value}}, "counters": {field: [...]}}}}
+    and the contexts of the files that had any; a round is a round:k or a repetition of one file."""
+    results = defaultdict(lambda: defaultdict(lambda: {"ms": [], "rounds": defaultdict(dict), "counters": defaultdict(list)}))
+    contexts = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        found = False
+        for b in data["benchmarks"]:
+            parts = b["run_name"].split("/")
+            if b.get("run_type") != "iteration" or b.get("error_occurred") or parts[0] not in BLOCK_KINDS:
+                continue
+            found = True
+            kind, run, what, detail, impl = parts[:5]
+            rounds = [p for p in parts[5:] if p.startswith("round:")]
+            round_ = (path, rounds[0] if rounds else b.get("repetition_index", 0))
+            ms = b["real_time"] * TO_MS[b.get("time_unit", "ns")]
+            r = results[(kind, run, what, detail)][impl]
+            r["ms"].append(ms)
+            r["rounds"]["ms"][round_] = ms
+            for k, v in b.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    r["counters"][k].append(v)
+                    r["rounds"][k][round_] = v
+        if found:
+            contexts.append(data.get("context", {}))
+    return results, contexts
+
+
+def side_by_side(ours, theirs, field="ms"):
+    """Median of ours/theirs (time, or a counter) over the rounds both ran."""
+    a, b = ours["rounds"].get(field, {}), theirs["rounds"].get(field, {})
+    common = [k for k in a if k in b and b[k]]
+    return statistics.median(a[k] / b[k] for k in common) if common else float("nan")
+
+
+def counter(r, name):
+    values = r["counters"].get(name)
+    return statistics.median(values) if values else float("nan")
+
+
+def calls(r):
+    """"3 all_reduce + 2 all_gather": the collectives of one step by kind, or 0."""
+    kinds = sorted((k[len("calls_"):], counter(r, k)) for k in r["counters"] if k.startswith("calls_"))
+    return " + ".join(f"{n:.0f} {kind}" for kind, n in kinds if n > 0) or "0"
+
+
+def run_ranks(run):
+    """"dp2xtp1" -> (2, 1): groups, tp."""
+    dp, tp = run[2:].split("xtp")
+    return int(dp), int(tp)
+
+
+def block_order(key):
+    kind, run, what, detail = key
+    dp, tp = run_ranks(run)
+    return (dp * tp, tp, what, detail)
+
+
+def block_table(results):
+    rows = ["| ranks | run | shape (global) | shardmesh ms | Megatron-style ms | ratio | forward ratio | backward ratio | "
+            "collectives per step (shardmesh / hand-written) | GFLOP/s per rank (hand-written) |",
+            "|" + "---|" * 10]
+    for key in sorted((k for k in results if k[0] == "block"), key=block_order):
+        _, run, shape, _ = key
+        r = results[key]
+        if "shardmesh" not in r or "megatron" not in r:
+            continue
+        ours, theirs = r["shardmesh"], r["megatron"]
+        dp, tp = run_ranks(run)
+        fwd = side_by_side(ours, theirs, "fwd_ms")
+        bwd = side_by_side(ours, theirs, "bwd_ms")
+        theirs_ms = statistics.median(theirs["ms"])
+        rows.append("| " + " | ".join([
+            str(dp * tp), f"dp {dp} x tp {tp}", shape.replace("_", " "), fmt_ms(statistics.median(ours["ms"])), fmt_ms(theirs_ms),
+            f"{side_by_side(ours, theirs):.2f}", f"{fwd:.2f}", f"{bwd:.2f}",
+            f"{calls(ours)} / {calls(theirs)}",
+            f"{counter(theirs, 'flops') / (theirs_ms * 1e-3) / 1e9:.1f}"]) + " |")
+    return "\n".join(rows)
+
+
+def gemm_rows(results):
+    for key in sorted((k for k in results if k[0] == "gemm"), key=block_order):
+        r = results[key]
+        if "shardmesh" in r and "blas" in r:
+            yield key, r, side_by_side(r["shardmesh"], r["blas"])
+
+
+def gemm_table(results):
+    rows = ["| ranks | run | einsum | M x N x K : transposes (x GEMMs) | calls per step | local_gemm us | sgemm_ us | ratio | "
+            "GFLOP/s per rank (sgemm_) |", "|" + "---|" * 9]
+    for (_, run, spec, geometry), r, ratio in gemm_rows(results):
+        dp, tp = run_ranks(run)
+        theirs = statistics.median(r["blas"]["ms"])
+        rows.append("| " + " | ".join([
+            str(dp * tp), f"dp {dp} x tp {tp}", f"`{spec}`", geometry, f"{counter(r['shardmesh'], 'uses_per_step'):.0f}",
+            f"{statistics.median(r['shardmesh']['ms']) * 1e3:.0f}", f"{theirs * 1e3:.0f}", f"{ratio:.2f}",
+            f"{counter(r['blas'], 'flops') / (theirs * 1e-3) / 1e9:.1f}"]) + " |")
+    return "\n".join(rows)
+
+
+def block_summary(results):
+    """One line per target: the block within 1.10x of hand-written, GEMMs at the raw call's speed."""
+    lines = []
+    pairs = [(k, side_by_side(results[k]["shardmesh"], results[k]["megatron"])) for k in sorted(results, key=block_order)
+             if k[0] == "block" and "shardmesh" in results[k] and "megatron" in results[k]]
+    if pairs:
+        within = [k for k, ratio in pairs if ratio <= 1.10]
+        lines.append(f"- forward + backward within 1.10x of the hand-written block: {len(within)} of {len(pairs)} cases; "
+                     + ", ".join(f"{k[1]} c{k[2].split('_c')[1].split('_')[0]} on {math.prod(run_ranks(k[1]))} ranks: "
+                                 f"{ratio:.2f}x" for k, ratio in pairs))
+    gemms = list(gemm_rows(results))
+    if gemms:
+        ratios = [ratio for _, _, ratio in gemms]
+        # Time per step in products, as local_gemm and as the raw calls.
+        per_step = defaultdict(lambda: [0.0, 0.0])
+        for (_, run, _, _), r, _ in gemms:
+            calls = counter(r["shardmesh"], "uses_per_step")
+            per_step[run][0] += calls * statistics.median(r["shardmesh"]["ms"])
+            per_step[run][1] += calls * statistics.median(r["blas"]["ms"])
+        lines.append(f"- local_gemm against the raw sgemm_ calls for the same {len(gemms)} products: median ratio "
+                     f"{statistics.median(ratios):.2f} (from {min(ratios):.2f} to {max(ratios):.2f}); a step's products "
+                     + ", ".join(f"on {run}: {ours:.1f} ms against {theirs:.1f} ms" for run, (ours, theirs) in per_step.items()))
+    return "\n".join(lines)
+
+
+def replace_between(text, markers, section):
+    begin, end = markers
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{section}{end}{tail}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+")
-    parser.add_argument("--markdown", help="write the table here")
+    parser.add_argument("--markdown", help="write the tables here")
     parser.add_argument("--figures", help="write transition_ratios.png and .svg into this folder")
-    parser.add_argument("--readme", help="replace the results section of this README")
+    parser.add_argument("--readme", action="append", default=[],
+                        help="replace the results sections of this file (README.md, docs/04-benchmarks.md); repeatable")
     parser.add_argument("--command", default="tools/bench", help="the command that produced the results")
     args = parser.parse_args()
     results, contexts = load(args.results)
-    if not results:
+    block, block_contexts = load_block(args.results)
+    if not results and not block:
         sys.exit("no benchmark results in " + ", ".join(args.results))
-    text = (f"Produced by `{args.command}` on {machine(contexts)}.\n\n{targets(results)}\n\n{table(results)}\n")
+    sections = {}  # markers -> text
+    if results:
+        sections[(BEGIN, END)] = f"Produced by `{args.command}` on {machine(contexts)}.\n\n{targets(results)}\n\n{table(results)}\n"
+    if block:
+        head = f"Produced by `{args.command}` on {machine(block_contexts)}.\n\n{block_summary(block)}\n\n"
+        sections[BLOCK_MARKERS] = head + block_table(block) + "\n"
+        if any(k[0] == "gemm" for k in block):
+            sections[GEMM_MARKERS] = f"Produced by `{args.command}` on {machine(block_contexts)}.\n\n{gemm_table(block)}\n"
+    text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
     else:
         print(text)
-    if args.figures:
+    if args.figures and results:
         figure(results, args.figures)
-    if args.readme:
-        with open(args.readme) as f:
+    for path in args.readme:
+        with open(path) as f:
             readme = f.read()
-        if BEGIN not in readme or END not in readme:
-            sys.exit(f"{args.readme} lacks the markers {BEGIN} and {END}")
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(args.readme, "w") as f:
-            f.write(f"{head}{BEGIN}\n{text}{END}{tail}")
+        if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS)):
+            sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
+        present = [m for m in sections if m[0] in readme and m[1] in readme]
+        for markers in present:
+            readme = replace_between(readme, markers, sections[markers])
+        with open(path, "w") as f:
+            f.write(readme)
 
 
 if __name__ == "__main__":
