@@ -1,16 +1,7 @@
 # cmake -DPATTERN=<regex> -DTIMEOUT=<s> -P shardmesh_expect_failure.cmake -- COMMAND...
 # Succeeds when COMMAND finishes within TIMEOUT seconds with a non-zero exit
 # status and output (stdout and stderr) matching PATTERN.
-set(command "")
-set(collect OFF)
-math(EXPR last "${CMAKE_ARGC} - 1")
-foreach(i RANGE ${last})
-  if(collect)
-    list(APPEND command "${CMAKE_ARGV${i}}")
-  elseif(CMAKE_ARGV${i} STREQUAL "--")
-    set(collect ON)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/shardmesh_command_after_dashes.cmake)
 if(NOT command)
   message(FATAL_ERROR "expect_failure: no command after --")
 endif()

@@ -1,16 +1,7 @@
 # cmake -DPATTERN=<regex> -P expect_output.cmake -- COMMAND...
 # Succeeds when COMMAND exits 0 and its output (stdout and stderr) matches
 # PATTERN, in which "." also matches a line break.
-set(command "")
-set(collect OFF)
-math(EXPR last "${CMAKE_ARGC} - 1")
-foreach(i RANGE ${last})
-  if(collect)
-    list(APPEND command "${CMAKE_ARGV${i}}")
-  elseif(CMAKE_ARGV${i} STREQUAL "--")
-    set(collect ON)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/shardmesh_command_after_dashes.cmake)
 execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
 message("${output}")
 if(NOT status EQUAL 0)
