@@ -72,6 +72,16 @@ device_mesh const& mesh_for(mesh_shape const& shape) {
   return *m;
 }
 
+// Small integers, different on every rank. A function of its own: nvcc
+// accepts no KOKKOS_LAMBDA in a constructor (its address cannot be taken).
+void fill_input(matrix const& x) {
+  auto const salt = static_cast<std::size_t>(world_rank());
+  Kokkos::parallel_for(
+      "fill", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {x.extent(0), x.extent(1)}),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t j) { x(i, j) = static_cast<float>((i * 7 + j * 3 + salt) % 64); });
+  Kokkos::fence();
+}
+
 // One case at one size on this rank: the mesh, the bound layouts and the
 // input and output shards, the input filled with small integers so that
 // sums are exact in float and every reduction order agrees.
@@ -91,12 +101,7 @@ struct instance {
     in = allocate(from);
     out = allocate(to);
     Kokkos::deep_copy(out, 0.0F);
-    matrix const x = in;
-    auto const salt = static_cast<std::size_t>(world_rank());
-    Kokkos::parallel_for(
-        "fill", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {x.extent(0), x.extent(1)}),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t j) { x(i, j) = static_cast<float>((i * 7 + j * 3 + salt) % 64); });
-    Kokkos::fence();
+    fill_input(in);
   }
 
   [[nodiscard]] matrix allocate(bound_layout const& l) const {

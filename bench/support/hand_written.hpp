@@ -55,7 +55,7 @@ inline int count(std::size_t n) { return static_cast<int>(n); }
 using origins = Kokkos::View<std::size_t* [2], Kokkos::HostSpace>;
 
 template <class Origin>
-Kokkos::View<std::size_t* [2]> block_origins(std::size_t n, Origin origin) {
+Kokkos::View<std::size_t* [2], Kokkos::LayoutRight> block_origins(std::size_t n, Origin origin) {
   origins host("origins", n);
   for (std::size_t q = 0; q < n; ++q) {
     auto const [row, col] = origin(q);
@@ -67,21 +67,29 @@ Kokkos::View<std::size_t* [2]> block_origins(std::size_t n, Origin origin) {
 
 // Copies n blocks of h x w between the matrix and the buffer, where they lie
 // one after another: into the buffer (Pack, a pack phase) or out of it (an
-// unpack phase).
-template <bool Pack, class Origin>
-void move_blocks(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
-  auto const at = block_origins(n, origin);
+// unpack phase). Not a template on Origin: nvcc accepts no KOKKOS_LAMBDA in
+// a function instantiated with a type local to another (the caller's lambda).
+template <bool Pack>
+void move_blocks_at(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w,
+                    Kokkos::View<std::size_t* [2], Kokkos::LayoutRight> at) {
   t.phases.push_back({Pack ? phase::kind::pack : phase::kind::unpack, [=] {
                         Kokkos::parallel_for(
                             Pack ? "pack" : "unpack", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({0, 0, 0}, {n, h, w}),
                             KOKKOS_LAMBDA(std::size_t q, std::size_t i, std::size_t j) {
-                              if constexpr (Pack)
+                              // Not if constexpr: nvcc's extended lambdas cannot
+                              // capture a variable first inside one.
+                              if (Pack)
                                 packed((q * h + i) * w + j) = m(at(q, 0) + i, at(q, 1) + j);
                               else
                                 m(at(q, 0) + i, at(q, 1) + j) = packed((q * h + i) * w + j);
                             });
                         Kokkos::fence();
                       }});
+}
+
+template <bool Pack, class Origin>
+void move_blocks(hand_written& t, matrix m, buffer packed, std::size_t n, std::size_t h, std::size_t w, Origin origin) {
+  move_blocks_at<Pack>(t, m, packed, n, h, w, block_origins(n, origin));
 }
 
 template <class Origin>

@@ -23,7 +23,7 @@ static_assert(static_plan<grid, rows, cols>().size() == 1);
                  Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>("g", 8, 8), 0);
   auto const partial = redistribute(d, layout{replicated, replicated}.partial(reduce_op::sum, "dp"));
   auto const gathered = gather(partial, 0);
-  redistributor<double, 2, Kokkos::HostSpace> const back(partial, d.layout());
+  redistributor<double, 2, Kokkos::DefaultExecutionSpace::memory_space> const back(partial, d.layout());
   dynamic_dtensor<double, 2> e = redistribute(partial, d.layout());
   back(partial, e);
   (void)gathered;

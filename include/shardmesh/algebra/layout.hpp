@@ -99,6 +99,12 @@ struct layout {
   constexpr layout(D const&... placements) {
     (add_dim(placements), ...);
   }
+  // Member by member. nvcc's front end writes a layout template argument
+  // back out in this form (distribute<layout{shard("x"), replicated}>(...)):
+  // this constructor reads it back.
+  constexpr layout(std::array<dim_placement, max_tensor_rank> const& placements, std::size_t dims_used,
+                   std::size_t dims_over, axis_list const& partial_on, reduce_op reduction)
+      : dims(placements), rank(dims_used), overflow(dims_over), partial_axes(partial_on), op(reduction) {}
 
   // This layout, also partial on the given axes with op.
   template <std::size_t... N>

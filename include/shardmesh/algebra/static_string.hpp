@@ -22,6 +22,12 @@ struct static_string {
     append(std::string_view(literal, N - 1));
   }
   constexpr explicit static_string(std::string_view text) { append(text); }
+  // Member by member. nvcc's front end writes a static_string template
+  // argument back out as {{chars...}, length} (linear<"bk,kn->bn", ...>):
+  // this constructor reads it back.
+  constexpr static_string(char const (&text)[Capacity + 1], std::size_t used) : length(used) {
+    for (std::size_t i = 0; i <= Capacity; ++i) chars[i] = text[i];
+  }
 
   constexpr static_string& append(std::string_view text) {
     for (char c : text) {
