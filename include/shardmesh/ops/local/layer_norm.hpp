@@ -7,11 +7,13 @@
 // 1 / sqrt(eps).
 
 #include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/ops/local/row_loops.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 namespace shardmesh::ops::local {
 
@@ -36,21 +38,18 @@ void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B con
       "shardmesh::layer_norm_forward", policy(exec, detail::league_size(kernel, x.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
         auto const r = static_cast<std::size_t>(team.league_rank());
-        T sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n), [&](std::size_t j, T& acc) { acc += static_cast<T>(x(r, j)); }, sum);
-        T const mu = sum * inv_n;
-        T squares = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
-            [&](std::size_t j, T& acc) {
-              T const d = static_cast<T>(x(r, j)) - mu;
-              acc += d * d;
-            },
-            squares);
+        auto const xr = detail::row(x, r);
+        auto const yr = detail::row(y, r);
+        auto const g = detail::elements(gamma);
+        auto const b = detail::elements(beta);
+        T const mu = detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(xr[j]); }) * inv_n;
+        T const squares = detail::row_sum(team, n, [&](std::size_t j) {
+          T const d = static_cast<T>(xr[j]) - mu;
+          return d * d;
+        });
         T const s = static_cast<T>(1) / Kokkos::sqrt(squares * inv_n + eps);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
-          y(r, j) = static_cast<T>(gamma(j)) * ((static_cast<T>(x(r, j)) - mu) * s) + static_cast<T>(beta(j));
+        detail::row_for(team, n, [&](std::size_t j) {
+          yr[j] = static_cast<T>(g[j]) * ((static_cast<T>(xr[j]) - mu) * s) + static_cast<T>(b[j]);
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           mean(r) = mu;
@@ -84,20 +83,35 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
   std::size_t const rows = x.extent(0);
   std::size_t const n = x.extent(1);
 
-  // A thread per column walks the rows: neighbouring threads read
-  // neighbouring elements, and no atomics.
+  // A thread per block of columns walks the rows, no atomics. On a GPU a
+  // block is one column: neighbouring threads read neighbouring elements.
+  // On the host a block is a row's contiguous run of `width`, summed in
+  // vector lanes.
+  constexpr std::size_t width = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace> ? 64 : 1;
   Kokkos::parallel_for(
       "shardmesh::layer_norm_backward_params",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, n), KOKKOS_LAMBDA(std::size_t j) {
-        T dg = 0;
-        T db = 0;
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, (n + width - 1) / width),
+      KOKKOS_LAMBDA(std::size_t block) {
+        std::size_t const first = block * width;
+        std::size_t const count = n - first < width ? n - first : width;
+        T dg[width] = {};
+        T db[width] = {};
         for (std::size_t r = 0; r < rows; ++r) {
-          T const d = static_cast<T>(dy(r, j));
-          dg += d * (static_cast<T>(x(r, j)) - static_cast<T>(mean(r))) * static_cast<T>(rstd(r));
-          db += d;
+          T const mu = static_cast<T>(mean(r));
+          T const s = static_cast<T>(rstd(r));
+          auto const xr = detail::row(x, r);
+          auto const dyr = detail::row(dy, r);
+          SHARDMESH_HOST_SIMD("omp simd")
+          for (std::size_t c = 0; c < count; ++c) {
+            T const d = static_cast<T>(dyr[first + c]);
+            dg[c] += d * (static_cast<T>(xr[first + c]) - mu) * s;
+            db[c] += d;
+          }
         }
-        dgamma(j) = dg;
-        dbeta(j) = db;
+        for (std::size_t c = 0; c < count; ++c) {
+          dgamma(first + c) = dg[c];
+          dbeta(first + c) = db[c];
+        }
       });
 
   T const inv_n = n == 0 ? static_cast<T>(0) : static_cast<T>(1) / static_cast<T>(n);
@@ -105,24 +119,24 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
       "shardmesh::layer_norm_backward", policy(exec, detail::league_size(kernel, rows), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
         auto const r = static_cast<std::size_t>(team.league_rank());
+        auto const xr = detail::row(x, r);
+        auto const dyr = detail::row(dy, r);
+        auto const dxr = detail::row(dx, r);
+        auto const g = detail::elements(gamma);
         T const mu = static_cast<T>(mean(r));
         T const s = static_cast<T>(rstd(r));
-        T g_sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
-            [&](std::size_t j, T& acc) { acc += static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)); }, g_sum);
-        T gx_sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
-            [&](std::size_t j, T& acc) {
-              acc += static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)) * (static_cast<T>(x(r, j)) - mu) * s;
-            },
-            gx_sum);
-        T const g_mean = g_sum * inv_n;
-        T const gx_mean = gx_sum * inv_n;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
-          T const xhat = (static_cast<T>(x(r, j)) - mu) * s;
-          dx(r, j) = s * (static_cast<T>(gamma(j)) * static_cast<T>(dy(r, j)) - g_mean - xhat * gx_mean);
+        T const g_mean =
+            detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(g[j]) * static_cast<T>(dyr[j]); }) *
+            inv_n;
+        T const gx_mean =
+            detail::row_sum(team, n,
+                            [&](std::size_t j) {
+                              return static_cast<T>(g[j]) * static_cast<T>(dyr[j]) * (static_cast<T>(xr[j]) - mu) * s;
+                            }) *
+            inv_n;
+        detail::row_for(team, n, [&](std::size_t j) {
+          T const xhat = (static_cast<T>(xr[j]) - mu) * s;
+          dxr[j] = s * (static_cast<T>(g[j]) * static_cast<T>(dyr[j]) - g_mean - xhat * gx_mean);
         });
       });
 }

@@ -1,9 +1,10 @@
 #pragma once
 // Softmax over the rows of a rank's local shard: views [rows, n], the
 // normalised dimension contiguous (as_rows(shard, n) gives one). A team per
-// row: the row's max and sum are team reductions.
+// row: the row's max and sum are row reductions (row_loops.hpp).
 
 #include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/ops/local/row_loops.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -54,25 +55,21 @@ void softmax_forward(ExecSpace const& exec, X const& x, Y const& y, std::optiona
       "shardmesh::softmax_forward", policy(exec, detail::league_size("softmax_forward", x.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
         auto const r = static_cast<std::size_t>(team.league_rank());
+        auto const xr = detail::row(x, r);
+        auto const yr = detail::row(y, r);
         std::size_t visible = masked ? detail::visible_columns(m, r, n) : n;
-        T top = Kokkos::reduction_identity<T>::max();
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, visible),
-            [&](std::size_t j, T& acc) { acc = Kokkos::max(acc, static_cast<T>(x(r, j))); }, Kokkos::Max<T>(top));
+        T const top = detail::row_max(team, visible, [&](std::size_t j) { return static_cast<T>(xr[j]); });
         if (top == Kokkos::reduction_identity<T>::max()) visible = 0;  // -inf everywhere: no finite weight
-        T total = 0;  // the exponentials are kept in y: one exp per entry
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, visible),
-            [&](std::size_t j, T& acc) {
-              T const e = Kokkos::exp(static_cast<T>(x(r, j)) - top);
-              y(r, j) = e;
-              acc += e;
-            },
-            total);
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
-          y(r, j) = j < visible ? static_cast<T>(y(r, j)) / total : static_cast<T>(0);
+        // The exponentials are kept in y: one exp per entry.
+        T const total = detail::row_sum(team, visible, [&](std::size_t j) {
+          T const e = Kokkos::exp(static_cast<T>(xr[j]) - top);
+          yr[j] = e;
+          return e;
         });
+        team.team_barrier();
+        T const inverse = static_cast<T>(1) / total;
+        detail::row_for(
+            team, n, [&](std::size_t j) { yr[j] = j < visible ? static_cast<T>(yr[j]) * inverse : static_cast<T>(0); });
       });
 }
 
@@ -90,13 +87,13 @@ void softmax_backward(ExecSpace const& exec, Y const& y, DY const& dy, DX const&
       "shardmesh::softmax_backward", policy(exec, detail::league_size("softmax_backward", y.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
         auto const r = static_cast<std::size_t>(team.league_rank());
-        T dot = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
-            [&](std::size_t j, T& acc) { acc += static_cast<T>(dy(r, j)) * static_cast<T>(y(r, j)); }, dot);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::size_t j) {
-          dx(r, j) = static_cast<T>(y(r, j)) * (static_cast<T>(dy(r, j)) - dot);
-        });
+        auto const yr = detail::row(y, r);
+        auto const dyr = detail::row(dy, r);
+        auto const dxr = detail::row(dx, r);
+        T const dot =
+            detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(dyr[j]) * static_cast<T>(yr[j]); });
+        detail::row_for(team, n,
+                        [&](std::size_t j) { dxr[j] = static_cast<T>(yr[j]) * (static_cast<T>(dyr[j]) - dot); });
       });
 }
 
