@@ -32,6 +32,9 @@ void check_every_layout(device_mesh const& mesh, tensor_index const& ea, tensor_
   auto const gb = test::pseudo_random(test::count_of(eb, RB), 2);
   tensor_index ec{};
   auto const want = test::einsum(k, ga, ea, gb, eb, ec);
+  constexpr double alpha = -0.75;
+  std::vector<double> scaled = want;
+  for (double& v : scaled) v *= alpha;
   test::enumeration_options options;
   if (partial) options.partial = {reduce_op::sum};
   auto const layouts_a = test::all_layouts(mesh.shape(), RA, options);
@@ -46,11 +49,12 @@ void check_every_layout(device_mesh const& mesh, tensor_index const& ea, tensor_
       auto const b = test::make<RB>(mesh, lb, eb, gb);
       auto const c = ops::einsum<Spec>(a, b);
       test::require_close(test::values_of(c), want, tolerance);
-      // A requested result layout, cycling through every one.
+      // A requested result layout, cycling through every one, and alpha
+      // (applied by the local GEMM, also to partial results).
       layout const& out = outputs[n++ % outputs.size()];
-      auto const d = ops::einsum<Spec>(a, b, out);
+      auto const d = ops::einsum<Spec>(alpha, a, b, out);
       REQUIRE(d.layout() == out);
-      test::require_close(test::values_of(d), want, tolerance);
+      test::require_close(test::values_of(d), scaled, tolerance);
     }
 }
 

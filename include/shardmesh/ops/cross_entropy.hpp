@@ -69,15 +69,15 @@ template <class T, std::size_t Rank, class MemorySpace>
   bound_layout partial_rows = partial_max.bound();
   partial_rows.op = reduce_op::sum;
   tensor_index const row_extents = partial_max.global_extents();
-  auto sum_exp = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents, "shardmesh::sum_exp");
-  auto picked = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents, "shardmesh::picked");
+  auto sum_exp = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
+  auto picked = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
   auto const t = detail::to_layout(targets, rows, exec);
   local::cross_entropy_parts(exec, detail::rows_of(x.local()), local::flat(max.local()), local::flat(t.local()),
                              detail::class_offset(x), local::flat(sum_exp.local()), local::flat(picked.local()));
   auto const s = detail::to_layout(sum_exp, rows, exec);
   auto const p = detail::to_layout(picked, rows, exec);
   // Each row's loss, log(sum) + max - picked, summed over every row.
-  auto const loss_rows = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), rows, row_extents, "shardmesh::loss");
+  auto const loss_rows = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), rows, row_extents);
   auto const lv = local::flat(loss_rows.local());
   auto const sv = local::flat(s.local());
   auto const mv = local::flat(max.local());
@@ -98,7 +98,7 @@ template <class T, std::size_t Rank, class MemorySpace>
     cross_entropy_result<T, Rank, MemorySpace> const& f, T dloss = T(1),
     execution_space_of<MemorySpace> const& exec = {}) {
   auto const& x = f.logits;
-  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents(), "shardmesh::dlogits");
+  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
   local::cross_entropy_backward(exec, detail::rows_of(x.local()), local::flat(f.max.local()),
                                 local::flat(f.sum_exp.local()), local::flat(f.targets.local()), detail::class_offset(x),
                                 f.scale * dloss, detail::rows_of(dx.local()));

@@ -4,6 +4,7 @@
 //
 //   auto y = einsum<"btc,cf->btf">(x, w);            // the layout the rules give
 //   auto y = einsum<"btf,fc->btc">(h, w2, rows);     // delivered in `rows` (planned)
+//   auto s = einsum<"bthd,bshd->bhts">(0.125F, q, k); // alpha A.B, alpha applied by the GEMM
 //
 // Collective over the mesh. The operands are moved to the cheapest layouts
 // the product can run on locally (none when they fit), each rank multiplies
@@ -24,6 +25,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardmesh::ops {
@@ -183,7 +185,7 @@ op_layouts const& product_plan(contraction const& k, A const& a, B const& b, lay
 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, RA, MemorySpace> const& a,
-                                                            dynamic_dtensor<T, RB, MemorySpace> const& b,
+                                                            dynamic_dtensor<T, RB, MemorySpace> const& b, T alpha,
                                                             layout const* requested,
                                                             execution_space_of<MemorySpace> const& exec) {
   constexpr contraction k = parse_contraction(Spec.view());
@@ -206,12 +208,12 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, R
   auto const full = contraction_extents(k, extents_of(a), extents_of(b));
   tensor_index global{};
   for (std::size_t d = 0; d < RC; ++d) global[d] = full[d];
-  auto c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global, "shardmesh::einsum");
+  auto c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global);
   gemm_shape shape;
   gemm_strides sa, sb, sc;
   gemm_geometry(k, shardmesh::detail::extents_of(la.local()), shardmesh::detail::extents_of(lb.local()),
                 shardmesh::detail::extents_of(c.local()), shape, sa, sb, sc);
-  local_gemm(exec, shape, T(1), la.local().data(), sa, lb.local().data(), sb, T(0), c.local().data(), sc);
+  local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, T(0), c.local().data(), sc);
   auto out = to_layout(c, plan.out, exec);
   if (requested == nullptr) return out;
   // Spelled as asked (axes of extent 1 place nothing, so equal layouts may read differently).
@@ -224,14 +226,31 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, R
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
                           execution_space_of<MemorySpace> const& exec = {}) {
-  return detail::einsum<Spec>(a, b, nullptr, exec);
+  return detail::einsum<Spec>(a, b, T(1), nullptr, exec);
 }
 
 // C = A.B delivered in `out`: the cheapest operand and result moves that reach it.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
                           layout const& out, execution_space_of<MemorySpace> const& exec = {}) {
-  return detail::einsum<Spec>(a, b, &out, exec);
+  return detail::einsum<Spec>(a, b, T(1), &out, exec);
+}
+
+// C = alpha A.B: the local GEMM applies alpha (BLAS's alpha), no pass of its
+// own. A partial result stays partial: the product is linear in alpha.
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
+                          dynamic_dtensor<T, RB, MemorySpace> const& b,
+                          execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::einsum<Spec>(a, b, alpha, nullptr, exec);
+}
+
+// C = alpha A.B delivered in `out`.
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
+                          dynamic_dtensor<T, RB, MemorySpace> const& b, layout const& out,
+                          execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::einsum<Spec>(a, b, alpha, &out, exec);
 }
 
 }  // namespace shardmesh::ops

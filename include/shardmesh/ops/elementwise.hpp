@@ -46,8 +46,7 @@ elementwise_operands<T, Rank, MemorySpace> prepare(std::string_view op, elementw
       planned(a.mesh(), key, [&] { return plan_elementwise(mesh, kind, a.bound(), b.bound(), extents_of(a)); });
   auto const la = to_layout(a, plan.a, exec);
   auto const lb = &a == &b && plan.a == plan.b ? la : to_layout(b, plan.b, exec);  // a unary op moves x once
-  return {la, lb,
-          make_like<T, Rank, MemorySpace>(a.mesh(), plan.c, a.global_extents(), "shardmesh::" + std::string(op))};
+  return {la, lb, make_like<T, Rank, MemorySpace>(a.mesh(), plan.c, a.global_extents())};
 }
 
 }  // namespace detail
@@ -78,7 +77,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   bound_layout l = x.bound();
   if (l.op != reduce_op::sum) l.partial_axes = {}, l.op = reduce_op::sum;
   auto const in = detail::to_layout(x, l, exec);
-  auto out = detail::make_like<T, Rank, MemorySpace>(x.mesh(), l, x.global_extents(), "shardmesh::scale");
+  auto out = detail::make_like<T, Rank, MemorySpace>(x.mesh(), l, x.global_extents());
   auto const from = local::flat(in.local());
   auto const to = local::flat(out.local());
   Kokkos::parallel_for(

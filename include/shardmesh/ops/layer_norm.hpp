@@ -64,12 +64,10 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const in = detail::whole_rows(x, exec);
   auto const g = detail::whole(gamma, exec);
   auto const b = detail::whole(beta, exec);
-  auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents(), "shardmesh::layer_norm");
+  auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
   auto const rows = detail::rows_of(in.local());
-  Kokkos::View<T*, MemorySpace> mean(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::layer_norm::mean"),
-                                     rows.extent(0));
-  Kokkos::View<T*, MemorySpace> rstd(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::layer_norm::rstd"),
-                                     rows.extent(0));
+  auto const mean = detail::pooled<Kokkos::View<T*, MemorySpace>>(in.mesh(), tensor_index{rows.extent(0)});
+  auto const rstd = detail::pooled<Kokkos::View<T*, MemorySpace>>(in.mesh(), tensor_index{rows.extent(0)});
   local::layer_norm_forward(exec, rows, g.local(), b.local(), eps, detail::rows_of(y.local()), mean, rstd);
   return {y, {in, mean, rstd}};
 }
@@ -82,15 +80,14 @@ template <class T, std::size_t Rank, class MemorySpace>
   std::size_t const n = x.global_extents()[Rank - 1];
   auto const g = detail::whole(gamma, exec);
   auto const d = detail::to_layout(dy, x.bound(), exec);
-  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents(),
-                                                    "shardmesh::layer_norm_backward");
+  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
   // The gain and bias gradients sum over rows: partial on the axes sharding them.
   bound_layout params;
   params.rank = 1;
   params.partial_axes = sharding_axes(x.bound());
   tensor_index const extent{n};
-  auto dgamma = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent, "shardmesh::layer_norm::dgamma");
-  auto dbeta = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent, "shardmesh::layer_norm::dbeta");
+  auto dgamma = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
+  auto dbeta = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
   local::layer_norm_backward(exec, detail::rows_of(x.local()), g.local(), saved.mean, saved.rstd,
                              detail::rows_of(d.local()), detail::rows_of(dx.local()), dgamma.local(), dbeta.local());
   return {dx, dgamma, dbeta};

@@ -65,8 +65,8 @@ template <class T, std::size_t Rank, class MemorySpace>
   static_assert(Rank >= 2, "reduce: use total() for the whole of a vector");
   op_layouts const plan = detail::reduction_plan(x, dim, op);
   auto const in = detail::to_layout(x, plan.a, exec);
-  auto out = detail::make_like<T, Rank - 1, MemorySpace>(
-      x.mesh(), plan.c, detail::without_dim<Rank>(x.global_extents(), dim), "shardmesh::reduce");
+  auto out =
+      detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), plan.c, detail::without_dim<Rank>(x.global_extents(), dim));
   auto const v = detail::around(in.local(), dim);
   local::reduce_forward(exec, op, v, detail::reduced_view(out.local(), v));
   return out;
@@ -103,8 +103,7 @@ reduction_gradient<T, Rank, MemorySpace> gradient_of(dynamic_dtensor<T, Rank, Me
   bound_layout reduced = plan.c;
   reduced.partial_axes = {};
   reduced.op = reduce_op::sum;
-  return {to_layout(x, plan.a, exec),
-          make_like<T, Rank, MemorySpace>(x.mesh(), plan.a, x.global_extents(), "shardmesh::reduce_backward"), reduced};
+  return {to_layout(x, plan.a, exec), make_like<T, Rank, MemorySpace>(x.mesh(), plan.a, x.global_extents()), reduced};
 }
 
 }  // namespace detail

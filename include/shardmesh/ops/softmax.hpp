@@ -52,7 +52,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                             masking mask = masking::none,
                                                             execution_space_of<MemorySpace> const& exec = {}) {
   auto const in = detail::whole_rows(x, exec);
-  auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents(), "shardmesh::softmax");
+  auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
   std::optional<local::causal_mask> m;
   if (mask == masking::causal) m = detail::causal_mask_of(in);
   local::softmax_forward(exec, detail::rows_of(in.local()), detail::rows_of(y.local()), m);
@@ -66,8 +66,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                      execution_space_of<MemorySpace> const& exec = {}) {
   detail::require_same_mesh("softmax_backward", y, dy);
   auto const g = detail::to_layout(dy, y.bound(), exec);
-  auto dx =
-      detail::make_like<T, Rank, MemorySpace>(y.mesh(), y.bound(), y.global_extents(), "shardmesh::softmax_backward");
+  auto dx = detail::make_like<T, Rank, MemorySpace>(y.mesh(), y.bound(), y.global_extents());
   local::softmax_backward(exec, detail::rows_of(y.local()), detail::rows_of(g.local()), detail::rows_of(dx.local()));
   return dx;
 }

@@ -45,8 +45,8 @@ class attention {
     query_ = q_.forward(rows, exec);
     key_ = k_.forward(rows, exec);
     value_ = v_.forward(rows, exec);
-    auto const scores = ops::scale(ops::einsum<"bthd,bshd->bhts">(query_, key_, exec), scale_, exec);
-    probabilities_ = ops::softmax(scores, ops::masking::causal, exec);
+    probabilities_ =
+        ops::softmax(ops::einsum<"bthd,bshd->bhts">(scale_, query_, key_, exec), ops::masking::causal, exec);
     return o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
   }
 
@@ -55,9 +55,9 @@ class attention {
     heads const d_out = o_.backward(dy, exec);
     auto const d_prob = ops::einsum<"bthd,bshd->bhts">(d_out, value_, exec);
     heads const d_value = ops::einsum<"bhts,bthd->bshd">(probabilities_, d_out, exec);
-    auto const d_scores = ops::scale(ops::softmax_backward(probabilities_, d_prob, exec), scale_, exec);
-    heads const d_query = ops::einsum<"bhts,bshd->bthd">(d_scores, key_, exec);
-    heads const d_key = ops::einsum<"bhts,bthd->bshd">(d_scores, query_, exec);
+    auto const d_scores = ops::softmax_backward(probabilities_, d_prob, exec);  // the scale is the GEMMs' alpha
+    heads const d_query = ops::einsum<"bhts,bshd->bthd">(scale_, d_scores, key_, exec);
+    heads const d_key = ops::einsum<"bhts,bthd->bshd">(scale_, d_scores, query_, exec);
     query_ = key_ = value_ = {};
     probabilities_ = {};
     auto const dq = q_.backward(d_query, exec);

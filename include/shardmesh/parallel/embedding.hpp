@@ -51,7 +51,7 @@ class embedding {
     op_layouts const rule = product_layout(mesh.shape(), lookup, onehot, wte_.value().bound());
     if (!rule.ok) throw invalid_layout_error("embedding: " + std::string(rule.why.view()));
     ids_ = ids;
-    auto sum = ops::detail::make_like<T, 3, MemorySpace>(mesh, rule.c, shape, "shardmesh::embedding");
+    auto sum = ops::detail::make_like<T, 3, MemorySpace>(mesh, rule.c, shape);
     ops::local::embedding_forward(exec, ops::local::flat(ids.local()), wte_.value().local(), first_row(wte_.value()),
                                   ops::detail::rows_of(sum.local()));
     activation x = ops::detail::to_layout(sum, bind(mesh.shape(), out_), exec);
@@ -90,13 +90,13 @@ class embedding {
     auto const ids = ops::detail::to_layout(ids_, rows, exec);
     auto const g = ops::detail::to_layout(dx, plan.b, exec);
     tensor_index const shape{wte_.value().global_extents()[0], wte_.value().global_extents()[1]};
-    auto grad = ops::detail::make_like<T, 2, MemorySpace>(mesh, plan.c, shape, "shardmesh::embedding_grad");
+    auto grad = ops::detail::make_like<T, 2, MemorySpace>(mesh, plan.c, shape);
     ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
     std::size_t const first =
         block_interval(mesh.shape(), plan.a.dims[2], eo[2], mesh.coordinates()).begin;  // this rank's vocabulary
     ops::local::embedding_backward(exec, ops::local::flat(ids.local()), ops::detail::rows_of(g.local()), first,
                                    grad.local());
-    wte_.accumulate(grad, exec);
+    wte_.accumulate(std::move(grad), exec);
     ids_ = {};
   }
 

@@ -36,8 +36,8 @@ class layer_norm {
 
   tensor backward(tensor const& dy, exec_type const& exec = {}) {
     auto g = ops::layer_norm_backward(*saved_, gamma_.value(), dy, exec);
-    gamma_.accumulate(g.dgamma, exec);
-    beta_.accumulate(g.dbeta, exec);
+    gamma_.accumulate(std::move(g.dgamma), exec);
+    beta_.accumulate(std::move(g.dbeta), exec);
     saved_.reset();
     return g.dx;
   }

@@ -52,22 +52,25 @@ class parameter {
   [[nodiscard]] tensor const& grad() const { return grad_; }
 
   // Adds g (moved to the parameter's layout: the reduction a data-parallel
-  // or sequence-parallel gradient needs happens here).
+  // or sequence-parallel gradient needs happens here). The first gradient
+  // after zero_grad() is copied when no move was needed, since the caller
+  // may still hold g.
   void accumulate(tensor const& g, execution_space_of<MemorySpace> const& exec) {
     tensor moved = ops::detail::to_layout(g, value_.bound(), exec);
-    if (!has_grad_) {
-      auto local = moved.local();
-      if (local.data() == g.local().data()) {  // g itself: the caller may still hold it, so copy
-        local = typename tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + " grad"),
-                                           moved.local().layout());
-        Kokkos::deep_copy(exec, local, moved.local());
-      }
-      grad_ = tensor::adopt(moved.mesh(), value_.layout(), moved.global_extents(), local);
-      grad_entry_ = value_.mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
-      has_grad_ = true;
-    } else {  // in place: grad_ is this parameter's alone
-      ops::local::axpy(exec, T(1), ops::local::flat(moved.local()), ops::local::flat(grad_.local()));
+    if (!has_grad_ && moved.local().data() == g.local().data()) {
+      tensor copy = ops::detail::make_like<T, Rank, MemorySpace>(moved.mesh(), value_.bound(), moved.global_extents());
+      Kokkos::deep_copy(exec, copy.local(), moved.local());
+      moved = copy;
     }
+    add(std::move(moved), exec);
+  }
+  // Adds g, which the caller gives up: the first gradient after zero_grad()
+  // takes g's shard without a copy when no move was needed (so a copy of g
+  // kept elsewhere would see later accumulations).
+  void accumulate(tensor&& g, execution_space_of<MemorySpace> const& exec) {
+    tensor moved = ops::detail::to_layout(g, value_.bound(), exec);
+    g = {};
+    add(std::move(moved), exec);
   }
   void zero_grad() {
     grad_ = {};
@@ -76,6 +79,17 @@ class parameter {
   }
 
  private:
+  // Adds g, in the parameter's layout and held by nothing else.
+  void add(tensor g, execution_space_of<MemorySpace> const& exec) {
+    if (!has_grad_) {
+      grad_ = tensor::adopt(g.mesh(), value_.layout(), g.global_extents(), g.local());
+      grad_entry_ = value_.mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
+      has_grad_ = true;
+    } else {  // in place: grad_ is this parameter's alone
+      ops::local::axpy(exec, T(1), ops::local::flat(g.local()), ops::local::flat(grad_.local()));
+    }
+  }
+
   std::string name_;
   tensor value_;
   tensor grad_;

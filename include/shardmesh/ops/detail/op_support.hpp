@@ -8,6 +8,7 @@
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/detail/lru_cache.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/ops/detail/result_pool.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
@@ -59,6 +60,23 @@ std::span<std::size_t const> extents_of(dynamic_dtensor<T, Rank, MemorySpace> co
   return std::span<std::size_t const>(x.global_extents().data(), Rank);
 }
 
+// A View of these extents for an op's result or saved state, uninitialised,
+// from the mesh's pool (result_pool.hpp).
+template <class View>
+View pooled(device_mesh const& mesh, tensor_index const& extents) {
+  return mesh.state<result_pools>().of<View>().get(extents);
+}
+
+// A new, uninitialised tensor in layout l (not collective: its layout and
+// extents come from an op every rank planned alike).
+template <class T, std::size_t Rank, class MemorySpace>
+dynamic_dtensor<T, Rank, MemorySpace> make_like(device_mesh const& mesh, bound_layout const& l,
+                                                tensor_index const& global) {
+  using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+  tensor_index const local = local_extents(mesh.shape(), l, global, mesh.rank());
+  return tensor::adopt(mesh, unbind(mesh.shape(), l), global, pooled<typename tensor::view_type>(mesh, local));
+}
+
 // x in layout l: x itself when it is already, else redistributed. An op's
 // operands were agreed on when they were made and its layouts planned alike
 // on every rank, so the redistribution's agreement round is skipped, unless
@@ -73,20 +91,10 @@ dynamic_dtensor<T, Rank, MemorySpace> to_layout(dynamic_dtensor<T, Rank, MemoryS
   for (std::size_t d = 0; d < Rank; ++d) elements *= x.global_extents()[d];
   bool const small = elements < static_cast<std::size_t>(std::numeric_limits<int>::max());
   using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
-  return redistribution<tensor>(x, unbind(shape, l), nullptr, completion::immediate, exec,
+  tensor const into = make_like<T, Rank, MemorySpace>(x.mesh(), l, x.global_extents());
+  return redistribution<tensor>(x, unbind(shape, l), &into, completion::immediate, exec,
                                 small ? shardmesh::detail::agreement::done : shardmesh::detail::agreement::check)
       .get();
-}
-
-// A new, uninitialised tensor in layout l (not collective: its layout and
-// extents come from an op every rank planned alike).
-template <class T, std::size_t Rank, class MemorySpace>
-dynamic_dtensor<T, Rank, MemorySpace> make_like(device_mesh const& mesh, bound_layout const& l,
-                                                tensor_index const& global, std::string const& label) {
-  using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
-  tensor_index const local = local_extents(mesh.shape(), l, global, mesh.rank());
-  return tensor::adopt(mesh, unbind(mesh.shape(), l), global,
-                       shardmesh::detail::allocate<typename tensor::view_type>(label, local));
 }
 
 // A shard as rows of its last dimension: [product of the others, last],
