@@ -374,6 +374,17 @@ TEMPLATE_TEST_CASE("layer norm matches plain loops", "[ops][local][layer_norm]",
       CHECK(first_miss(to_host(exec, dx), grads.dx, tolerance<T>) == "");
       CHECK(first_miss(to_host(exec, dgamma), grads.dgamma, tolerance<T>) == "");
       CHECK(first_miss(to_host(exec, dbeta), grads.dbeta, tolerance<T>) == "");
+
+      // With a residual: dx plus the residual, the same gain and bias gradients.
+      values const residual = randoms<T>(rows * n, 17);
+      values with_residual = grads.dx;
+      for (std::size_t i = 0; i < with_residual.size(); ++i) with_residual[i] += residual[i];
+      auto const rd = to_device<T>(residual);
+      layer_norm_backward(exec, as_rows(xd, n), gd, mean, rstd, as_rows(dyd, n), as_rows(dx, n), dgamma, dbeta,
+                          as_rows(rd, n));
+      CHECK(first_miss(to_host(exec, dx), with_residual, tolerance<T>) == "");
+      CHECK(first_miss(to_host(exec, dgamma), grads.dgamma, tolerance<T>) == "");
+      CHECK(first_miss(to_host(exec, dbeta), grads.dbeta, tolerance<T>) == "");
     }
 }
 

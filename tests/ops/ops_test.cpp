@@ -254,6 +254,22 @@ TEST_CASE("layer norm equals serial rows from every layout; backward matches dif
   check_gradient([&](auto const& x) { return run(x, gg, gb); }, gx, test::values_of(grads.dx));
   check_gradient([&](auto const& g) { return run(gx, g, gb); }, gg, test::values_of(redistribute(grads.dgamma, r1)));
   check_gradient([&](auto const& b) { return run(gx, gg, b); }, gb, test::values_of(redistribute(grads.dbeta, r1)));
+
+  // A residual, given in another layout (moved to dx's): dx plus the residual.
+  auto const residual = test::pseudo_random(count, 12);
+  auto const fused =
+      ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w),
+                               test::make<3>(mesh, layout{replicated, replicated, shard("tp")}, shape, residual));
+  auto want_dx = test::values_of(grads.dx);
+  for (std::size_t i = 0; i < count; ++i) want_dx[i] += residual[i];
+  REQUIRE(fused.dx.layout() == grads.dx.layout());
+  test::require_close(test::values_of(fused.dx), want_dx, 1e-12);
+  test::require_close(test::values_of(redistribute(fused.dgamma, r1)), test::values_of(redistribute(grads.dgamma, r1)),
+                      1e-12);
+  // A residual of another shape is refused on every rank before anything moves.
+  auto const small = test::make<3>(mesh, l, tensor_index{3, 4, 4}, test::pseudo_random(48, 13));
+  REQUIRE_THROWS_AS(ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w), small),
+                    mismatched_tensor_error);
 }
 
 TEST_CASE("cross-entropy with sharded classes equals the serial loss, never gathers the logits",

@@ -72,25 +72,63 @@ template <class T, std::size_t Rank, class MemorySpace>
   return {y, {in, mean, rstd}};
 }
 
+namespace detail {
+
 template <class T, std::size_t Rank, class MemorySpace>
-[[nodiscard]] layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(
-    layer_norm_saved<T, Rank, MemorySpace> const& saved, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
-    dynamic_dtensor<T, Rank, MemorySpace> const& dy, execution_space_of<MemorySpace> const& exec = {}) {
+layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(layer_norm_saved<T, Rank, MemorySpace> const& saved,
+                                                               dynamic_dtensor<T, 1, MemorySpace> const& gamma,
+                                                               dynamic_dtensor<T, Rank, MemorySpace> const& dy,
+                                                               dynamic_dtensor<T, Rank, MemorySpace> const* residual,
+                                                               execution_space_of<MemorySpace> const& exec) {
   auto const& x = saved.x;
+  if (residual != nullptr) {  // checked before anything moves
+    require_same_mesh("layer_norm_backward", x, *residual);
+    if (residual->global_extents() != x.global_extents())
+      throw mismatched_tensor_error("layer_norm_backward: the residual " + residual->notation() + " does not fit " +
+                                    x.notation());
+  }
   std::size_t const n = x.global_extents()[Rank - 1];
-  auto const g = detail::whole(gamma, exec);
-  auto const d = detail::to_layout(dy, x.bound(), exec);
-  auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
+  auto const g = whole(gamma, exec);
+  auto const d = to_layout(dy, x.bound(), exec);
+  auto dx = make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
   // The gain and bias gradients sum over rows: partial on the axes sharding them.
   bound_layout params;
   params.rank = 1;
   params.partial_axes = sharding_axes(x.bound());
   tensor_index const extent{n};
-  auto dgamma = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
-  auto dbeta = detail::make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
-  local::layer_norm_backward(exec, detail::rows_of(x.local()), g.local(), saved.mean, saved.rstd,
-                             detail::rows_of(d.local()), detail::rows_of(dx.local()), dgamma.local(), dbeta.local());
+  auto dgamma = make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
+  auto dbeta = make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
+  auto const rows = [](auto const& t) { return rows_of(t.local()); };
+  if (residual == nullptr) {
+    local::layer_norm_backward(exec, rows(x), g.local(), saved.mean, saved.rstd, rows(d), rows(dx), dgamma.local(),
+                               dbeta.local());
+  } else {
+    auto const r = to_layout(*residual, x.bound(), exec);
+    local::layer_norm_backward(exec, rows(x), g.local(), saved.mean, saved.rstd, rows(d), rows(dx), dgamma.local(),
+                               dbeta.local(), rows(r));
+  }
   return {dx, dgamma, dbeta};
+}
+
+}  // namespace detail
+
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(
+    layer_norm_saved<T, Rank, MemorySpace> const& saved, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
+    dynamic_dtensor<T, Rank, MemorySpace> const& dy, execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::layer_norm_backward(saved, gamma, dy,
+                                     static_cast<dynamic_dtensor<T, Rank, MemorySpace> const*>(nullptr), exec);
+}
+
+// The same with dx plus residual, in one pass: the gradient reaching x of a
+// residual branch x + f(layer_norm(x)), with residual the gradient of the
+// branch's output. The residual is moved to dx's layout if it is not in it.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(
+    layer_norm_saved<T, Rank, MemorySpace> const& saved, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
+    dynamic_dtensor<T, Rank, MemorySpace> const& dy, dynamic_dtensor<T, Rank, MemorySpace> const& residual,
+    execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::layer_norm_backward(saved, gamma, dy, &residual, exec);
 }
 
 }  // namespace shardmesh::ops

@@ -107,8 +107,9 @@ class transformer_block {
   }
 
   activation backward(activation const& dy, exec_type const& exec = {}) {
-    activation const d_mid = ops::add(dy, ln2_.backward(reduced(mlp_.backward(dy, exec), exec), exec), exec);
-    return ops::add(d_mid, ln1_.backward(reduced(attn_.backward(d_mid, exec), exec), exec), exec);
+    // Each residual's gradient is added inside the layer norm's backward pass.
+    activation const d_mid = ln2_.backward(reduced(mlp_.backward(dy, exec), exec), dy, exec);
+    return ln1_.backward(reduced(attn_.backward(d_mid, exec), exec), d_mid, exec);
   }
 
   template <class Visit>

@@ -35,14 +35,23 @@ class layer_norm {
   }
 
   tensor backward(tensor const& dy, exec_type const& exec = {}) {
-    auto g = ops::layer_norm_backward(*saved_, gamma_.value(), dy, exec);
+    return keep(ops::layer_norm_backward(*saved_, gamma_.value(), dy, exec), exec);
+  }
+  // dx plus residual, in one pass: for a residual branch x + f(this(x)),
+  // residual being the gradient of the branch's output.
+  tensor backward(tensor const& dy, tensor const& residual, exec_type const& exec = {}) {
+    return keep(ops::layer_norm_backward(*saved_, gamma_.value(), dy, residual, exec), exec);
+  }
+
+ private:
+  // Accumulates the gain and bias gradients, returns dx.
+  tensor keep(ops::layer_norm_gradients<T, Rank, MemorySpace> g, exec_type const& exec) {
     gamma_.accumulate(std::move(g.dgamma), exec);
     beta_.accumulate(std::move(g.dbeta), exec);
     saved_.reset();
     return g.dx;
   }
 
- private:
   vector gamma_, beta_;
   T eps_ = T(1e-5);
   std::optional<ops::layer_norm_saved<T, Rank, MemorySpace>> saved_;

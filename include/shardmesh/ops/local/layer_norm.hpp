@@ -58,19 +58,16 @@ void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B con
       });
 }
 
-// With g = gamma * dy and xhat recomputed from the saved mean and rstd:
-//   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat))
-//   dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum over rows of dy
-// dgamma and dbeta cover this rank's rows only and are overwritten; a
-// caller with rows on several ranks reduces them. Outputs must not alias inputs.
-template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M,
-          local_view<1, ExecSpace> R, local_view<2, ExecSpace> DY, local_view<2, ExecSpace> DX,
-          local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB>
+namespace detail {
+
+// layer_norm_backward below, dx plus the residual when add_residual.
+template <class ExecSpace, class X, class G, class M, class R, class DY, class DX, class DG, class DB, class RES>
 void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
-                         DX const& dx, DG const& dgamma, DB const& dbeta) {
+                         DX const& dx, DG const& dgamma, DB const& dbeta, RES const& residual, bool add_residual) {
   constexpr char const* kernel = "layer_norm_backward";
   detail::require_same_extents(kernel, "x", x, "dy", dy);
   detail::require_same_extents(kernel, "x", x, "dx", dx);
+  detail::require_same_extents(kernel, "x", x, "residual", residual);
   detail::require(gamma.extent(0) == x.extent(1) && dgamma.extent(0) == x.extent(1) && dbeta.extent(0) == x.extent(1),
                   kernel,
                   "gamma is " + detail::shape(gamma) + ", dgamma " + detail::shape(dgamma) + " and dbeta " +
@@ -134,11 +131,39 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
                               return static_cast<T>(g[j]) * static_cast<T>(dyr[j]) * (static_cast<T>(xr[j]) - mu) * s;
                             }) *
             inv_n;
+        auto const rr = detail::row(residual, r);
         detail::row_for(team, n, [&](std::size_t j) {
           T const xhat = (static_cast<T>(xr[j]) - mu) * s;
-          dxr[j] = s * (static_cast<T>(g[j]) * static_cast<T>(dyr[j]) - g_mean - xhat * gx_mean);
+          T const from_residual = add_residual ? static_cast<T>(rr[j]) : static_cast<T>(0);
+          dxr[j] = from_residual + s * (static_cast<T>(g[j]) * static_cast<T>(dyr[j]) - g_mean - xhat * gx_mean);
         });
       });
+}
+
+}  // namespace detail
+
+// With g = gamma * dy and xhat recomputed from the saved mean and rstd:
+//   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat))
+//   dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum over rows of dy
+// dgamma and dbeta cover this rank's rows only and are overwritten; a
+// caller with rows on several ranks reduces them. Outputs must not alias inputs.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M,
+          local_view<1, ExecSpace> R, local_view<2, ExecSpace> DY, local_view<2, ExecSpace> DX,
+          local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB>
+void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
+                         DX const& dx, DG const& dgamma, DB const& dbeta) {
+  detail::layer_norm_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dx, false);
+}
+
+// The same, dx plus residual: the gradient reaching x of a residual branch
+// x + f(layer_norm(x)), summed in the same pass (Megatron's fused form).
+// residual may be dy; outputs must not alias the other inputs.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M,
+          local_view<1, ExecSpace> R, local_view<2, ExecSpace> DY, local_view<2, ExecSpace> DX,
+          local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB, local_view<2, ExecSpace> RES>
+void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
+                         DX const& dx, DG const& dgamma, DB const& dbeta, RES const& residual) {
+  detail::layer_norm_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, residual, true);
 }
 
 }  // namespace shardmesh::ops::local
