@@ -35,6 +35,9 @@ void check_every_layout(device_mesh const& mesh, tensor_index const& ea, tensor_
   constexpr double alpha = -0.75;
   std::vector<double> scaled = want;
   for (double& v : scaled) v *= alpha;
+  auto const start = test::pseudo_random(want.size(), 5);
+  std::vector<double> added = want;
+  for (std::size_t i = 0; i < added.size(); ++i) added[i] += start[i];
   test::enumeration_options options;
   if (partial) options.partial = {reduce_op::sum};
   auto const layouts_a = test::all_layouts(mesh.shape(), RA, options);
@@ -55,6 +58,11 @@ void check_every_layout(device_mesh const& mesh, tensor_index const& ea, tensor_
       auto const d = ops::einsum<Spec>(alpha, a, b, out);
       REQUIRE(d.layout() == out);
       test::require_close(test::values_of(d), scaled, tolerance);
+      // Added into a tensor in that layout (by the GEMM where it can).
+      auto sum = test::make<k.c.size()>(mesh, out, ec, start);
+      ops::einsum_add<Spec>(sum, a, b);
+      REQUIRE(sum.layout() == out);
+      test::require_close(test::values_of(sum), added, tolerance);
     }
 }
 
@@ -135,5 +143,11 @@ TEST_CASE("bad products are refused on every rank before any communication", "[o
   mesh.counters().reset();
   CHECK_THROWS_AS(ops::einsum<"ik,kj->ij">(x, w), mismatched_tensor_error);
   CHECK_THROWS_AS(ops::einsum<"ik,kj->ij">(x, v, layout{shard("sp"), replicated}), invalid_layout_error);
+  // einsum_add: into a tensor of another shape, or partial by another op than a sum.
+  auto wrong_shape = test::make<2>(mesh, layout{replicated, replicated}, extents({3, 3}), test::pseudo_random(9, 4));
+  CHECK_THROWS_AS(ops::einsum_add<"ik,kj->ij">(wrong_shape, x, v), mismatched_tensor_error);
+  auto maxima = test::make<2>(mesh, layout{replicated, replicated}.partial(reduce_op::max, "tp"), extents({3, 2}),
+                              test::pseudo_random(6, 5));
+  CHECK_THROWS_AS(ops::einsum_add<"ik,kj->ij">(maxima, x, v), invalid_layout_error);
   CHECK(mesh.counters().total().calls == 0);
 }

@@ -5,6 +5,7 @@
 //   auto y = einsum<"btc,cf->btf">(x, w);            // the layout the rules give
 //   auto y = einsum<"btf,fc->btc">(h, w2, rows);     // delivered in `rows` (planned)
 //   auto s = einsum<"bthd,bshd->bhts">(0.125F, q, k); // alpha A.B, alpha applied by the GEMM
+//   einsum_add<"btf,cf->btc">(dx, dh, w);            // dx += dh.w^T (BLAS's beta = 1 where it can)
 //
 // Collective over the mesh. The operands are moved to the cheapest layouts
 // the product can run on locally (none when they fit), each rank multiplies
@@ -17,6 +18,8 @@
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/local/elementwise.hpp"
+#include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local_gemm.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
@@ -184,10 +187,10 @@ op_layouts const& product_plan(contraction const& k, A const& a, B const& b, lay
 }
 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
-dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, RA, MemorySpace> const& a,
-                                                            dynamic_dtensor<T, RB, MemorySpace> const& b, T alpha,
-                                                            layout const* requested,
-                                                            execution_space_of<MemorySpace> const& exec) {
+dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
+    dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b, T alpha,
+    layout const* requested, execution_space_of<MemorySpace> const& exec,
+    dynamic_dtensor<T, result_rank<Spec>(), MemorySpace>* add_to = nullptr) {
   constexpr contraction k = parse_contraction(Spec.view());
   static_assert(k.a.size() == RA, "einsum: A's rank differs from the contraction's");
   static_assert(k.b.size() == RB, "einsum: B's rank differs from the contraction's");
@@ -197,6 +200,16 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, R
   require_same_mesh("einsum", a, b);
   fixed_text const shape_problem = contraction_shape_error(k, extents_of(a), extents_of(b));
   if (!shape_problem.empty()) throw mismatched_tensor_error(std::string(shape_problem.view()));
+  auto const full = contraction_extents(k, extents_of(a), extents_of(b));
+  tensor_index global{};
+  for (std::size_t d = 0; d < RC; ++d) global[d] = full[d];
+  if (add_to != nullptr) {
+    require_same_mesh("einsum_add", a, *add_to);
+    if (add_to->global_extents() != global)
+      throw mismatched_tensor_error("einsum_add: " + add_to->notation() + " is not the product's shape");
+    if (add_to->layout().is_partial() && add_to->layout().op != reduce_op::sum)
+      throw invalid_layout_error("einsum_add: " + add_to->notation() + " is partial by another op than a sum");
+  }
   if (requested != nullptr) {
     fixed_text const m = layout_error<T>("einsum", a.mesh().shape(), *requested);
     if (!m.empty()) throw invalid_layout_error(std::string(m.view()));
@@ -205,16 +218,27 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(dynamic_dtensor<T, R
   op_layouts const plan = product_plan(k, a, b, requested);
   auto const la = to_layout(a, plan.a, exec);
   auto const lb = to_layout(b, plan.b, exec);
-  auto const full = contraction_extents(k, extents_of(a), extents_of(b));
-  tensor_index global{};
-  for (std::size_t d = 0; d < RC; ++d) global[d] = full[d];
-  auto c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global);
+  // Into add_to's shard with beta = 1 when the local product lies in its
+  // layout already (and add_to is no operand's shard).
+  mesh_shape const& mesh = a.mesh().shape();
+  bool const in_place =
+      add_to != nullptr &&
+      shardmesh::detail::normalized(mesh, plan.out) == shardmesh::detail::normalized(mesh, plan.c) &&
+      shardmesh::detail::normalized(mesh, add_to->bound()) == shardmesh::detail::normalized(mesh, plan.c) &&
+      add_to->local().data() != la.local().data() && add_to->local().data() != lb.local().data();
+  auto c = in_place ? *add_to : make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global);
   gemm_shape shape;
   gemm_strides sa, sb, sc;
   gemm_geometry(k, shardmesh::detail::extents_of(la.local()), shardmesh::detail::extents_of(lb.local()),
                 shardmesh::detail::extents_of(c.local()), shape, sa, sb, sc);
-  local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, T(0), c.local().data(), sc);
+  local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, in_place ? T(1) : T(0), c.local().data(),
+             sc);
+  if (in_place) return c;
   auto out = to_layout(c, plan.out, exec);
+  if (add_to != nullptr) {
+    local::axpy(exec, T(1), local::flat(out.local()), local::flat(add_to->local()));
+    return *add_to;
+  }
   if (requested == nullptr) return out;
   // Spelled as asked (axes of extent 1 place nothing, so equal layouts may read differently).
   return dynamic_dtensor<T, RC, MemorySpace>::adopt(out.mesh(), *requested, out.global_extents(), out.local());
@@ -243,6 +267,18 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
                           dynamic_dtensor<T, RB, MemorySpace> const& b,
                           execution_space_of<MemorySpace> const& exec = {}) {
   return detail::einsum<Spec>(a, b, alpha, nullptr, exec);
+}
+
+// c += A.B, c in any layout but one partial by another op than a sum:
+// where the local product lies in c's layout already, the local GEMM adds
+// into c's shard (BLAS's beta = 1); else the product is delivered in c's
+// layout and added. Every copy of c sees the sum (copies share the shard).
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+void einsum_add(dynamic_dtensor<T, detail::result_rank<Spec>(), MemorySpace>& c,
+                dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
+                execution_space_of<MemorySpace> const& exec = {}) {
+  layout const requested = c.layout();
+  (void)detail::einsum<Spec>(a, b, T(1), &requested, exec, &c);
 }
 
 // C = alpha A.B delivered in `out`.

@@ -60,8 +60,10 @@ class attention {
     heads const d_key = ops::einsum<"bhts,bthd->bshd">(scale_, d_scores, query_, exec);
     query_ = key_ = value_ = {};
     probabilities_ = {};
-    auto const dq = q_.backward(d_query, exec);
-    return ops::add(ops::add(dq, k_.backward(d_key, exec), exec), v_.backward(d_value, exec), exec);
+    activation dx = q_.backward(d_query, exec);
+    k_.backward(d_key, dx, exec);  // summed by the GEMMs (beta = 1)
+    v_.backward(d_value, dx, exec);
+    return dx;
   }
 
  private:

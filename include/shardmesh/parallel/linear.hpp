@@ -79,14 +79,23 @@ class linear {
 
   // dX in the layout the rules give; dW accumulated into the weight's gradient.
   x_tensor backward(y_tensor const& dy, exec_type const& exec = {}) {
-    y_tensor const g = ops::detail::to_layout(dy, product_, exec);
-    w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x_, g, w_.layout_of(), exec), exec);
-    x_tensor dx = ops::einsum<detail::grad_a_spec(Spec)>(g, w_.value(), exec);
-    x_ = {};
-    return dx;
+    return ops::einsum<detail::grad_a_spec(Spec)>(weight_gradient(dy, exec), w_.value(), exec);
+  }
+  // The same, dX added into dx_sum (in its layout): a layer whose input
+  // feeds several linear layers sums their input gradients in the GEMMs.
+  void backward(y_tensor const& dy, x_tensor& dx_sum, exec_type const& exec = {}) {
+    ops::einsum_add<detail::grad_a_spec(Spec)>(dx_sum, weight_gradient(dy, exec), w_.value(), exec);
   }
 
  private:
+  // dY moved to the product's layout, after accumulating dW from it.
+  y_tensor weight_gradient(y_tensor const& dy, exec_type const& exec) {
+    y_tensor g = ops::detail::to_layout(dy, product_, exec);
+    w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x_, g, w_.layout_of(), exec), exec);
+    x_ = {};
+    return g;
+  }
+
   weight w_;
   layout input_, output_;
   x_tensor x_;            // the input as used, saved for dW
