@@ -86,7 +86,9 @@ double step(device_mesh const& mesh, problem const& p, bool print) {
   // After each stage: the collectives since the previous one.
   mesh.counters().reset();
   comm_counters::table before;
-  model.trace([&](std::string const& stage, std::string const& phase) {
+  model.trace([&](auto const& event) {
+    if (event.before) return;
+    std::string const stage(event.name), phase(event.phase);
     comm_counters::table const now = mesh.counters().all();
     std::string issued;
     for (auto const& [name, count] : now) {

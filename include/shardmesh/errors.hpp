@@ -55,4 +55,18 @@ class count_overflow_error : public error {
   using error::error;
 };
 
+// A global batch that is not B_micro x N_acc x N_dp, or cannot be split
+// as asked (parallel/batch.hpp).
+class invalid_batch_error : public error {
+ public:
+  using error::error;
+};
+
+// A training option out of its range: a ZeRO stage that does not exist, a
+// bucket size of zero, a learning rate that is not finite.
+class invalid_option_error : public error {
+ public:
+  using error::error;
+};
+
 }  // namespace shardmesh

@@ -37,7 +37,9 @@
 #include "shardmesh/ops/reduction.hpp"
 #include "shardmesh/ops/softmax.hpp"
 
+#include "shardmesh/parallel/batch.hpp"
 #include "shardmesh/parallel/gpt.hpp"
+#include "shardmesh/parallel/trainer.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/runtime/workspace.hpp"

@@ -76,8 +76,9 @@ TEST_CASE("every stage issues exactly the collectives its layouts imply", "[para
     auto const ids = distribute<host>(mesh, model.layouts().ids, global);
     std::map<std::string, comm_counters::table> seen;
     mesh.counters().reset();
-    model.trace([&](std::string const& stage, std::string const& phase) {
-      seen[stage + " " + phase] = mesh.counters().all();
+    model.trace([&](auto const& e) {
+      if (e.before) return;
+      seen[std::string(e.name) + " " + std::string(e.phase)] = mesh.counters().all();
       mesh.counters().reset();
     });
     auto const f = model.forward(ids, ids);

@@ -77,7 +77,7 @@ class embedding {
     std::array<std::size_t, 3> const eo{ids_.global_extents()[0], ids_.global_extents()[1],
                                         wte_.value().global_extents()[0]};
     bound_layout const onehot = one_hot_layout(ids_.bound(), bound_dim{});
-    bound_layout const want = wte_.value().bound();
+    bound_layout const want = bind(mesh.shape(), wte_.accumulation_layout());
     std::string key = "embedding backward";
     ops::detail::add_to_key(key, mesh.shape(), onehot, eo);
     ops::detail::add_to_key(key, mesh.shape(), dx.bound(), ops::detail::extents_of(dx));

@@ -29,6 +29,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -147,6 +149,9 @@ class gpt {
   using ids_tensor = dynamic_dtensor<int, 2, MemorySpace>;
   using exec_type = execution_space_of<MemorySpace>;
 
+  using value_type = T;
+  using memory_space = MemorySpace;
+
   struct forward_result {
     T loss;
     activation logits;  // [b, t, v], sharded on the vocabulary
@@ -168,10 +173,25 @@ class gpt {
                   layouts_.whole_rows, layouts_.features);
   }
 
-  // Called after each stage of forward and backward with its name
-  // ("embedding", "h0", ..., "head", "loss") and the phase, e.g. to read
-  // the mesh's collective counters per layer.
-  using trace_hook = std::function<void(std::string const& stage, std::string const& phase)>;
+  // The stages, in forward order: 0 "embedding", 1 to L the blocks "h0"
+  // ..., L+1 "head" (the final layer norm and the head), L+2 "loss".
+  [[nodiscard]] std::size_t stage_count() const { return blocks_.size() + 3; }
+  [[nodiscard]] std::string stage_name(std::size_t s) const {
+    if (s == 0) return "embedding";
+    if (s <= blocks_.size()) return "h" + std::to_string(s - 1);
+    return s == blocks_.size() + 1 ? "head" : "loss";
+  }
+
+  // Called before and after each stage of forward and backward, e.g. to
+  // read the mesh's collective counters per layer, or to gather a stage's
+  // parameters just in time and reduce its gradients as soon as they are made.
+  struct stage_event {
+    std::size_t stage;
+    std::string_view name;
+    std::string_view phase;  // "forward" or "backward"
+    bool before;
+  };
+  using trace_hook = std::function<void(stage_event const&)>;
   void trace(trace_hook hook) { trace_ = std::move(hook); }
 
   [[nodiscard]] transformer_layouts const& layouts() const { return layouts_; }
@@ -181,45 +201,50 @@ class gpt {
   // loss averages over (0: all of them).
   forward_result forward(ids_tensor const& ids, ids_tensor const& targets, double count = 0,
                          exec_type const& exec = {}) {
-    activation x = embedding_->forward(ids, exec);
-    traced("embedding", "forward");
-    for (std::size_t l = 0; l < blocks_.size(); ++l) {
-      x = blocks_[l].forward(x, exec);
-      traced("h" + std::to_string(l), "forward");
-    }
-    activation logits = head_.forward(final_norm_.forward(x, exec), exec);
-    traced("head", "forward");
-    loss_.emplace(ops::cross_entropy(logits, targets, count, exec));
-    traced("loss", "forward");
+    std::size_t const last = blocks_.size() + 1;
+    activation x = staged(0, forward_phase, [&] { return embedding_->forward(ids, exec); });
+    for (std::size_t l = 0; l < blocks_.size(); ++l)
+      x = staged(l + 1, forward_phase, [&] { return blocks_[l].forward(x, exec); });
+    activation logits = staged(last, forward_phase, [&] { return head_.forward(final_norm_.forward(x, exec), exec); });
+    staged(last + 1, forward_phase, [&] { loss_.emplace(ops::cross_entropy(logits, targets, count, exec)); });
     return {loss_->loss, logits};
   }
 
   // Gradients of the last forward's loss, accumulated into every parameter.
   void backward(exec_type const& exec = {}) {
-    activation const dlogits = ops::cross_entropy_backward(*loss_, T(1), exec);
-    loss_.reset();
-    traced("loss", "backward");
-    activation d = final_norm_.backward(
-        ops::detail::to_layout(head_.backward(dlogits, exec), bind(mesh_.shape(), layouts_.activation), exec), exec);
-    traced("head", "backward");
-    for (std::size_t l = blocks_.size(); l-- > 0;) {
-      d = blocks_[l].backward(d, exec);
-      traced("h" + std::to_string(l), "backward");
-    }
-    embedding_->backward(d, exec);
-    traced("embedding", "backward");
+    std::size_t const last = blocks_.size() + 1;
+    activation const dlogits = staged(last + 1, backward_phase, [&] {
+      activation g = ops::cross_entropy_backward(*loss_, T(1), exec);
+      loss_.reset();
+      return g;
+    });
+    activation d = staged(last, backward_phase, [&] {
+      return final_norm_.backward(
+          ops::detail::to_layout(head_.backward(dlogits, exec), bind(mesh_.shape(), layouts_.activation), exec), exec);
+    });
+    for (std::size_t l = blocks_.size(); l-- > 0;)
+      d = staged(l + 1, backward_phase, [&] { return blocks_[l].backward(d, exec); });
+    staged(0, backward_phase, [&] { embedding_->backward(d, exec); });
   }
 
   // visit(name, parameter) for every parameter, in the reference's order.
   template <class Visit>
   void for_each_parameter(Visit&& visit) {
-    visit(std::string("wte"), embedding_->wte());
-    visit(std::string("wpe"), embedding_->wpe());
-    for (std::size_t l = 0; l < blocks_.size(); ++l)
-      blocks_[l].for_each_parameter("h" + std::to_string(l) + ".", visit);
-    visit(std::string("lnf_g"), final_norm_.gamma());
-    visit(std::string("lnf_b"), final_norm_.beta());
-    visit(std::string("whead"), head_.w());
+    for (std::size_t s = 0; s < stage_count(); ++s) for_each_parameter_of(s, visit);
+  }
+  // visit(name, parameter) for the parameters of stage s.
+  template <class Visit>
+  void for_each_parameter_of(std::size_t s, Visit&& visit) {
+    if (s == 0) {
+      visit(std::string("wte"), embedding_->wte());
+      visit(std::string("wpe"), embedding_->wpe());
+    } else if (s <= blocks_.size()) {
+      blocks_[s - 1].for_each_parameter("h" + std::to_string(s - 1) + ".", visit);
+    } else if (s == blocks_.size() + 1) {
+      visit(std::string("lnf_g"), final_norm_.gamma());
+      visit(std::string("lnf_b"), final_norm_.beta());
+      visit(std::string("whead"), head_.w());
+    }
   }
 
   void zero_grad() {
@@ -230,8 +255,21 @@ class gpt {
   using head_type = linear<"btc,cv->btv", T, MemorySpace>;
   using block = transformer_block<T, MemorySpace>;
 
-  void traced(std::string const& stage, std::string const& phase) const {
-    if (trace_) trace_(stage, phase);
+  static constexpr std::string_view forward_phase = "forward", backward_phase = "backward";
+
+  // run()'s result, with the trace hook called before and after it.
+  template <class Run>
+  auto staged(std::size_t s, std::string_view phase, Run&& run) {
+    std::string const name = trace_ ? stage_name(s) : std::string();
+    if (trace_) trace_({s, name, phase, true});
+    if constexpr (std::is_void_v<decltype(run())>) {
+      run();
+      if (trace_) trace_({s, name, phase, false});
+    } else {
+      auto out = run();
+      if (trace_) trace_({s, name, phase, false});
+      return out;
+    }
   }
 
   device_mesh mesh_;

@@ -91,7 +91,7 @@ class linear {
   // dY moved to the product's layout, after accumulating dW from it.
   y_tensor weight_gradient(y_tensor const& dy, exec_type const& exec) {
     y_tensor g = ops::detail::to_layout(dy, product_, exec);
-    w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x_, g, w_.layout_of(), exec), exec);
+    w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x_, g, w_.accumulation_layout(), exec), exec);
     x_ = {};
     return g;
   }

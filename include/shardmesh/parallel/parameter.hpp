@@ -1,7 +1,14 @@
 #pragma once
-// A trainable tensor of a layer: its value and its gradient as dtensors in
-// the layout the layer declares, both recorded in the mesh's memory ledger
-// (parameters, gradients).
+// A trainable tensor of a layer: its value, its gradient and its optimizer
+// state as dtensors, each in the layout state sharding gives it
+// (state_sharding.hpp), each recorded in the mesh's memory ledger
+// (parameters, gradients, optimizer state).
+//
+// The layers read value() in the compute layout. A parameter stored sharded
+// (ZeRO-3) has that value only between gather() and release(); gather_async()
+// starts the all-gather early (prefetch). Gradients accumulate in the
+// accumulation layout (the compute layout unless the training step asks
+// for it partial on "dp", so that nothing reduces before the last micro-step).
 
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
@@ -10,13 +17,16 @@
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/distribute.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/tensor/redistribute.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace shardmesh::parallel {
 
@@ -25,12 +35,13 @@ class parameter {
  public:
   using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
   using extents_type = typename tensor::extents_type;
+  using exec_type = execution_space_of<MemorySpace>;
 
   parameter() = default;
   // Distributes the global values (row-major, on every rank) in layout l.
   parameter(std::string name, device_mesh const& mesh, layout const& l, extents_type const& extents,
             std::span<double const> values)
-      : name_(std::move(name)) {
+      : name_(std::move(name)), mesh_(mesh) {
     using host_view =
         Kokkos::View<typename shardmesh::detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
     tensor_index e{};
@@ -41,36 +52,107 @@ class parameter {
                                     std::to_string(global.size()) + " elements");
     for (std::size_t i = 0; i < values.size(); ++i) global.data()[i] = static_cast<T>(values[i]);
     value_ = distribute<MemorySpace>(mesh, l, global);
-    value_entry_ = mesh.track(memory_category::parameters, value_.local().size() * sizeof(T));
+    compute_ = value_.bound();
+    accumulate_ = compute_;
+    stored_entry_ = mesh.track(memory_category::parameters, value_.local().size() * sizeof(T));
   }
 
   [[nodiscard]] std::string const& name() const { return name_; }
-  [[nodiscard]] tensor const& value() const { return value_; }
-  [[nodiscard]] layout const& layout_of() const { return value_.layout(); }
+  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
+  [[nodiscard]] tensor_index const& global_extents() const { return stored().global_extents(); }
+  // The layout the layers compute with.
+  [[nodiscard]] layout layout_of() const { return unbind(mesh().shape(), compute_); }
+  [[nodiscard]] bound_layout const& compute_layout() const { return compute_; }
+
+  // The value in the compute layout. Precondition: gathered() (always true
+  // unless the parameter is stored sharded).
+  [[nodiscard]] tensor const& value() const {
+    if (!gathered())
+      throw invalid_layout_error("parameter " + name_ + " is stored sharded and was not gathered before use");
+    return value_;
+  }
+  [[nodiscard]] bool gathered() const { return gathered_; }
+  // The value between steps: in the compute layout, or sharded (ZeRO-3).
+  [[nodiscard]] tensor const& stored() const { return sharded() ? stored_ : value_; }
+  [[nodiscard]] bool sharded() const { return sharded_; }
+
+  // Keeps the value in layout l from now on (ZeRO-3 when l differs from the
+  // compute layout); the compute-layout value is dropped until gather().
+  void store_in(bound_layout const& l, exec_type const& exec = {}) {
+    tensor s = ops::detail::to_layout(stored(), l, exec);
+    sharded_ = !(l == compute_);
+    if (sharded_) {
+      stored_ = copy_of(s, exec);
+      value_ = {};
+    } else {
+      value_ = s;
+      stored_ = {};
+    }
+    gathered_ = !sharded_;
+    gathered_entry_ = {};
+    stored_entry_ = mesh().track(memory_category::parameters, stored().local().size() * sizeof(T));
+  }
+  // Replaces the stored value by v (same layout), as the optimizer's update.
+  void replace_stored(tensor v) { (sharded() ? stored_ : value_) = std::move(v); }
+
+  // Starts gathering a sharded value into the compute layout (does nothing
+  // when it is gathered or on its way).
+  void gather_async(exec_type const& exec = {}) {
+    if (gathered() || pending_) return;
+    pending_.emplace(stored_, unbind(mesh().shape(), compute_), nullptr, completion::deferred, exec);
+  }
+  // Advances a gather in flight without blocking (MPI progresses
+  // non-blocking collectives only inside its calls).
+  void progress() {
+    if (pending_) pending_->test();
+  }
+  void gather(exec_type const& exec = {}) {
+    gather_async(exec);
+    if (!pending_) return;
+    value_ = pending_->get();
+    pending_.reset();
+    gathered_ = true;
+    gathered_entry_ = mesh().track(memory_category::parameters, value_.local().size() * sizeof(T));
+  }
+  // Frees the gathered value of a sharded parameter.
+  void release() {
+    if (!sharded()) return;
+    value_ = {};
+    gathered_ = false;
+    gathered_entry_ = {};
+  }
+
+  // Where gradients accumulate: the compute layout, or partial on more axes.
+  void accumulate_in(bound_layout const& l) { accumulate_ = l; }
+  [[nodiscard]] layout accumulation_layout() const { return unbind(mesh().shape(), accumulate_); }
+
   // The gradient summed over every accumulate() since zero_grad(); empty before.
   [[nodiscard]] bool has_grad() const { return has_grad_; }
   [[nodiscard]] tensor const& grad() const { return grad_; }
 
-  // Adds g (moved to the parameter's layout: the reduction a data-parallel
-  // or sequence-parallel gradient needs happens here). The first gradient
+  // Adds g (moved to the accumulation layout: the reduction a
+  // sequence-parallel gradient needs happens here). The first gradient
   // after zero_grad() is copied when no move was needed, since the caller
   // may still hold g.
-  void accumulate(tensor const& g, execution_space_of<MemorySpace> const& exec) {
-    tensor moved = ops::detail::to_layout(g, value_.bound(), exec);
-    if (!has_grad_ && moved.local().data() == g.local().data()) {
-      tensor copy = ops::detail::make_like<T, Rank, MemorySpace>(moved.mesh(), value_.bound(), moved.global_extents());
-      Kokkos::deep_copy(exec, copy.local(), moved.local());
-      moved = copy;
-    }
+  void accumulate(tensor const& g, exec_type const& exec) {
+    tensor moved = ops::detail::to_layout(g, accumulate_, exec);
+    if (!has_grad_ && moved.local().data() == g.local().data()) moved = copy_of(moved, exec);
     add(std::move(moved), exec);
   }
   // Adds g, which the caller gives up: the first gradient after zero_grad()
   // takes g's shard without a copy when no move was needed (so a copy of g
   // kept elsewhere would see later accumulations).
-  void accumulate(tensor&& g, execution_space_of<MemorySpace> const& exec) {
-    tensor moved = ops::detail::to_layout(g, value_.bound(), exec);
+  void accumulate(tensor&& g, exec_type const& exec) {
+    tensor moved = ops::detail::to_layout(g, accumulate_, exec);
     g = {};
     add(std::move(moved), exec);
+  }
+  // Replaces the gradient by g (the same gradient in another layout: the
+  // step's reduction).
+  void replace_grad(tensor g) {
+    grad_ = std::move(g);
+    grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
+    has_grad_ = true;
   }
   void zero_grad() {
     grad_ = {};
@@ -78,23 +160,59 @@ class parameter {
     has_grad_ = false;
   }
 
+  // The optimizer's state tensor i (Adam's m and v, a momentum), zero on
+  // first use, in layout l (the state layout).
+  [[nodiscard]] tensor& optimizer_state(std::size_t i, bound_layout const& l) {
+    if (state_.size() <= i) state_.resize(i + 1);
+    auto& [s, entry, made] = state_[i];
+    if (!made) {
+      made = true;
+      s = tensor::adopt(
+          mesh(), unbind(mesh().shape(), l), global_extents(),
+          shardmesh::detail::allocate<typename tensor::view_type>(
+              name_ + " optimizer state", local_extents(mesh().shape(), l, global_extents(), mesh().rank())));
+      Kokkos::deep_copy(s.local(), T(0));
+      entry = mesh().track(memory_category::optimizer_state, s.local().size() * sizeof(T));
+    }
+    return s;
+  }
+
  private:
-  // Adds g, in the parameter's layout and held by nothing else.
-  void add(tensor g, execution_space_of<MemorySpace> const& exec) {
+  // A copy of x's shard in memory of its own (not from the result pool:
+  // it outlives the step).
+  static tensor copy_of(tensor const& x, exec_type const& exec) {
+    tensor_index e{};
+    for (std::size_t d = 0; d < Rank; ++d) e[d] = x.local().extent(d);
+    auto v = shardmesh::detail::allocate<typename tensor::view_type>("shardmesh::parameter", e);
+    Kokkos::deep_copy(exec, v, x.local());
+    return tensor::adopt(x.mesh(), x.layout(), x.global_extents(), v);
+  }
+
+  // Adds g, in the accumulation layout and held by nothing else.
+  void add(tensor g, exec_type const& exec) {
     if (!has_grad_) {
-      grad_ = tensor::adopt(g.mesh(), value_.layout(), g.global_extents(), g.local());
-      grad_entry_ = value_.mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
-      has_grad_ = true;
+      replace_grad(tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), g.local()));
     } else {  // in place: grad_ is this parameter's alone
       ops::local::axpy(exec, T(1), ops::local::flat(g.local()), ops::local::flat(grad_.local()));
     }
   }
 
   std::string name_;
-  tensor value_;
+  device_mesh mesh_;
+  tensor value_;   // the compute-layout value (while gathered, when stored sharded)
+  tensor stored_;  // the sharded value (ZeRO-3), else empty
+  bound_layout compute_, accumulate_;
+  std::optional<redistribution<tensor>> pending_;  // a gather in flight
   tensor grad_;
-  ledger_entry value_entry_, grad_entry_;
+  struct state_slot {
+    tensor value;
+    ledger_entry entry;
+    bool made = false;
+  };
+  std::vector<state_slot> state_;
+  ledger_entry stored_entry_, gathered_entry_, grad_entry_;
   bool has_grad_ = false;
+  bool sharded_ = false, gathered_ = true;
 };
 
 }  // namespace shardmesh::parallel

@@ -1,0 +1,147 @@
+#pragma once
+// Gradients reduced together: one collective over the "dp" group for the
+// parameters of a bucket, started as soon as backward has produced the last
+// of them.
+//
+// Each member's reduction is, by the algebra's plan, one step on the dp
+// axis: all_reduce (accumulate -> compute, ZeRO 0 and 1) or reduce_scatter
+// onto dimension 0 (accumulate -> compute with dp appended to dimension 0,
+// ZeRO 2 and 3); the constructor checks it. The bucket fuses these steps:
+// for a reduce-scatter, the send buffer is rank-major, for each group rank q
+// the rows of each member's block that the nested block geometry gives q
+// (contiguous: dimension 0 is the outermost), so that MPI's reduce-scatter
+// with those counts leaves each rank exactly its blocks of the reduced
+// layout. An all-reduce runs in place on the concatenated blocks. The
+// buffers are the bucket's own, recorded as workspace.
+
+#include "shardmesh/algebra/plan_step.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/comm/all_reduce.hpp"
+#include "shardmesh/comm/reduce_scatter.hpp"
+#include "shardmesh/comm/request.hpp"
+#include "shardmesh/parallel/detail/trainable.hpp"
+#include "shardmesh/runtime/memory_ledger.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardmesh::parallel::detail {
+
+template <class T, class MemorySpace>
+class gradient_bucket {
+ public:
+  using member = trainable<T, MemorySpace>;
+  using flat_view = Kokkos::View<T*, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  // members: parameters whose reduction plan is one step of the same kind
+  // on axis dp, in the order backward completes their gradients.
+  gradient_bucket(std::vector<member*> members, std::size_t dp) : members_(std::move(members)) {
+    device_mesh const& mesh = members_.front()->mesh();
+    group_ = &mesh.group(axis_set::of(dp));
+    n_ = static_cast<std::size_t>(group_->size());
+    me_ = mesh.coordinates()[dp];
+    for (member* m : members_) {
+      step_kind const k = reduction_kind(*m, dp);
+      if (m != members_.front() && k != kind_)
+        throw std::logic_error("gradient bucket: " + m->name() + " reduces by another collective");
+      kind_ = k;
+    }
+    counts_.assign(n_, 0);
+    for (member* m : members_)
+      for (std::size_t q = 0; q < n_; ++q) counts_[q] += block_part(m->rows(), n_, q).size() * m->row_elements();
+    std::size_t total = 0;
+    for (std::size_t c : counts_) total += c;
+    send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), total);
+    if (kind_ == step_kind::reduce_scatter)
+      recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), counts_[me_]);
+    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size()) * sizeof(T));
+  }
+
+  [[nodiscard]] std::vector<member*> const& members() const { return members_; }
+  [[nodiscard]] step_kind kind() const { return kind_; }
+  // Elements this rank contributes.
+  [[nodiscard]] std::size_t elements() const { return send_.size(); }
+  // The stage whose backward completes the bucket (stages run backward).
+  [[nodiscard]] std::size_t ready_stage() const {
+    std::size_t s = members_.front()->stage();
+    for (member const* m : members_) s = std::min(s, m->stage());
+    return s;
+  }
+  [[nodiscard]] bool started() const { return pending_.has_value(); }
+
+  // Packs the members' accumulated gradients (then drops them) and posts
+  // the collective.
+  void start(exec_type const& exec) {
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < n_; ++q)
+      for (member* m : members_) at = copy(exec, part(m->accumulated(), *m, q), send_, at);
+    for (member* m : members_) m->zero_grad();
+    exec.fence("shardmesh::gradient_bucket");
+    if (kind_ == step_kind::all_reduce)
+      pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
+    else
+      pending_.emplace(ireduce_scatter_v(*group_, send_, recv_, counts_, reduce_op::sum, completion::deferred, exec));
+  }
+
+  // Advances the collective without blocking.
+  void progress() {
+    if (pending_) pending_->test();
+  }
+
+  // Waits for the collective and gives each member its reduced gradient.
+  void finish(exec_type const& exec) {
+    pending_->wait();
+    pending_.reset();
+    flat_view const from = kind_ == step_kind::all_reduce ? send_ : recv_;
+    std::size_t at = 0;
+    for (member* m : members_) {
+      flat_view const to = m->new_reduced();
+      Kokkos::deep_copy(exec, to, Kokkos::subview(from, std::pair(at, at + to.size())));
+      at += to.size();
+    }
+    exec.fence("shardmesh::gradient_bucket");
+  }
+
+ private:
+  // The kind of the one step the algebra plans for m's reduction.
+  static step_kind reduction_kind(member const& m, std::size_t dp) {
+    auto const plan = m.mesh().plan(m.layouts().accumulate, m.layouts().reduced);
+    bool const one_step = plan->size() == 1 && (*plan)[0].axes == axis_set::of(dp);
+    step_kind const k = one_step ? (*plan)[0].kind : step_kind::slice;
+    if (k == step_kind::all_reduce || (k == step_kind::reduce_scatter && (*plan)[0].to_dim == 0)) return k;
+    throw std::logic_error("gradient bucket: the reduction of " + m.name() +
+                           " is not one all-reduce or reduce-scatter on the dp axis");
+  }
+
+  // The rows of m's block that group rank q receives (all of it for an all-reduce, taken once).
+  flat_view part(flat_view const& block, member const& m, std::size_t q) const {
+    if (kind_ == step_kind::all_reduce) return q == 0 ? block : flat_view();
+    interval const rows = block_part(m.rows(), n_, q);
+    return Kokkos::subview(block, std::pair(rows.begin * m.row_elements(), rows.end * m.row_elements()));
+  }
+
+  static std::size_t copy(exec_type const& exec, flat_view const& from, flat_view const& to, std::size_t at) {
+    if (from.size() > 0) Kokkos::deep_copy(exec, Kokkos::subview(to, std::pair(at, at + from.size())), from);
+    return at + from.size();
+  }
+
+  std::vector<member*> members_;
+  communicator const* group_ = nullptr;
+  std::size_t n_ = 1, me_ = 0;
+  step_kind kind_ = step_kind::all_reduce;
+  std::vector<std::size_t> counts_;  // elements each group rank receives (reduce-scatter)
+  flat_view send_, recv_;
+  ledger_entry buffers_;
+  std::optional<request> pending_;
+};
+
+}  // namespace shardmesh::parallel::detail

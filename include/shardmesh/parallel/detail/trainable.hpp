@@ -1,0 +1,134 @@
+#pragma once
+// A parameter of any rank as the training step sees it: its state layouts,
+// its gradient as a flat local block, and the operations of a step (gather
+// and release for ZeRO-3, the reduction's fallback, the norm, the update).
+
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/local/optimizer.hpp"
+#include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/parallel/optimizer.hpp"
+#include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/parallel/state_sharding.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace shardmesh::parallel::detail {
+
+template <class T, class MemorySpace>
+class trainable {
+ public:
+  using flat_view = Kokkos::View<T*, MemorySpace>;
+  using exec_type = execution_space_of<MemorySpace>;
+
+  trainable(std::size_t stage, state_layouts layouts) : stage_(stage), layouts_(std::move(layouts)) {}
+  trainable(trainable const&) = delete;
+  trainable& operator=(trainable const&) = delete;
+  virtual ~trainable() = default;
+
+  // The model stage (gpt::stage_name) whose forward and backward use it.
+  [[nodiscard]] std::size_t stage() const { return stage_; }
+  [[nodiscard]] state_layouts const& layouts() const { return layouts_; }
+
+  [[nodiscard]] virtual std::string const& name() const = 0;
+  [[nodiscard]] virtual device_mesh const& mesh() const = 0;
+  [[nodiscard]] virtual tensor_index const& global_extents() const = 0;
+  virtual void gather_async(exec_type const& exec) = 0;
+  virtual void gather(exec_type const& exec) = 0;
+  virtual void progress() = 0;
+  virtual void release() = 0;
+
+  [[nodiscard]] virtual bool has_grad() const = 0;
+  // The accumulated (unreduced) gradient's local block, flat.
+  [[nodiscard]] virtual flat_view accumulated() const = 0;
+  // A new gradient in the reduced layout, uninitialised, replacing the
+  // accumulated one: its local block, flat, for the reduction to fill.
+  virtual flat_view new_reduced() = 0;
+  // The reduction by the algebra's plan, one parameter at a time.
+  virtual void reduce(exec_type const& exec) = 0;
+  virtual void zero_grad() = 0;
+  // The sum of squares of the reduced gradient's elements that this rank
+  // counts: its block when it is the first of the ranks holding that block
+  // (coordinate 0 on every axis the reduced layout does not shard), else 0.
+  [[nodiscard]] virtual double counted_sum_of_squares(exec_type const& exec) const = 0;
+  virtual void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) = 0;
+
+  // Elements of dimension 0 in this rank's block of the compute layout, and
+  // elements per index of dimension 0 (a block is rows of this many).
+  [[nodiscard]] std::size_t rows() const {
+    return local_extents(mesh().shape(), layouts_.compute, global_extents(), mesh().rank())[0];
+  }
+  [[nodiscard]] std::size_t row_elements() const {
+    tensor_index const e = local_extents(mesh().shape(), layouts_.compute, global_extents(), mesh().rank());
+    std::size_t n = 1;
+    for (std::size_t d = 1; d < layouts_.compute.rank; ++d) n *= e[d];
+    return n;
+  }
+
+ protected:
+  [[nodiscard]] bool counts_its_block() const {
+    axis_set const sharding = sharding_axes(layouts_.reduced);
+    for (std::size_t a = 0; a < mesh().shape().ndim; ++a)
+      if (!sharding.contains(a) && mesh().coordinates()[a] != 0) return false;
+    return true;
+  }
+
+ private:
+  std::size_t stage_;
+  state_layouts layouts_;
+};
+
+template <class T, std::size_t Rank, class MemorySpace>
+class trainable_parameter final : public trainable<T, MemorySpace> {
+  using base = trainable<T, MemorySpace>;
+  using tensor = typename parameter<T, Rank, MemorySpace>::tensor;
+
+ public:
+  using typename base::exec_type;
+  using typename base::flat_view;
+
+  // Sets p's accumulation and storage layouts.
+  trainable_parameter(parameter<T, Rank, MemorySpace>& p, std::size_t stage, state_layouts const& l,
+                      exec_type const& exec)
+      : base(stage, l), p_(&p) {
+    p.accumulate_in(l.accumulate);
+    p.store_in(l.stored, exec);
+  }
+
+  [[nodiscard]] std::string const& name() const override { return p_->name(); }
+  [[nodiscard]] device_mesh const& mesh() const override { return p_->mesh(); }
+  [[nodiscard]] tensor_index const& global_extents() const override { return p_->global_extents(); }
+  void gather_async(exec_type const& exec) override { p_->gather_async(exec); }
+  void gather(exec_type const& exec) override { p_->gather(exec); }
+  void progress() override { p_->progress(); }
+  void release() override { p_->release(); }
+
+  [[nodiscard]] bool has_grad() const override { return p_->has_grad(); }
+  [[nodiscard]] flat_view accumulated() const override { return ops::local::flat(p_->grad().local()); }
+  flat_view new_reduced() override {
+    bound_layout const& l = this->layouts().reduced;
+    auto v = shardmesh::detail::allocate<typename tensor::view_type>(
+        name() + " gradient", local_extents(mesh().shape(), l, global_extents(), mesh().rank()));
+    p_->replace_grad(tensor::adopt(mesh(), unbind(mesh().shape(), l), global_extents(), v));
+    return ops::local::flat(v);
+  }
+  void reduce(exec_type const& exec) override {
+    p_->replace_grad(ops::detail::to_layout(p_->grad(), this->layouts().reduced, exec));
+  }
+  void zero_grad() override { p_->zero_grad(); }
+  [[nodiscard]] double counted_sum_of_squares(exec_type const& exec) const override {
+    return this->counts_its_block() ? ops::local::sum_of_squares(exec, ops::local::flat(p_->grad().local())) : 0.0;
+  }
+  void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) override {
+    parallel::update(o, *p_, this->layouts().state, step, scale, exec);
+  }
+
+ private:
+  parameter<T, Rank, MemorySpace>* p_;
+};
+
+}  // namespace shardmesh::parallel::detail

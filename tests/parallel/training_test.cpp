@@ -1,0 +1,267 @@
+// Data-parallel training with ZeRO stages 0-3 against a serial reference:
+// the reference GPT (double, plain loops) on the whole global batch, with
+// its own AdamW and SGD and global-norm clipping written here, against the
+// trainer on every dp x tp mesh of the rank count, every stage, with and
+// without accumulation, even and uneven batches (10 samples: some replicas
+// take none in some micro-steps).
+//
+// Tolerance. After three steps the parameters agree within 1e-5 absolute
+// (they are O(1)). The float gradients carry absolute rounding errors dg of
+// about 1e-9 (sums of O(1e-2) terms rounded at 6e-8). AdamW's step moves an
+// element by lr m/(sqrt(v)+eps), whose sensitivity to g is at most
+// lr/eps (for g near 0): with lr = 1e-2 and eps = 1e-4 an error of at most
+// ~1e-7 per step, ~3e-7 after three, well below 1e-5; a wrong reduction, a
+// gradient counted twice or a shard updated twice moves an element by
+// O(lr) = 1e-2. Adam barely sees a gradient's scale, so the global norm is
+// compared too, every step, within 1e-4 relative (a wrong normalisation of
+// the loss changes it by the factor that is wrong), and SGD, which sees the
+// scale, is checked as well. Every configuration is within the tolerance of
+// the same reference, hence within 2e-5 of every other.
+#include "mpi_test.hpp"
+#include "reference_gpt.hpp"
+
+#include <shardmesh/parallel/batch.hpp>
+#include <shardmesh/parallel/gpt.hpp>
+#include <shardmesh/parallel/trainer.hpp>
+#include <shardmesh/shardmesh.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace shardmesh;
+namespace ref = shardmesh::test::reference;
+using parallel::zero_stage;
+
+namespace {
+
+using host = Kokkos::HostSpace;
+using values = std::map<std::string, std::vector<double>>;
+constexpr double tolerance = 1e-5;
+constexpr std::size_t steps = 3;
+constexpr double clip = 0.5;
+
+ref::config tiny(std::size_t batch) {
+  ref::config c;
+  c.V = 50;
+  c.T = 5;
+  c.C = 10;
+  c.H = 3;
+  c.D = 4;
+  c.F = 18;
+  c.L = 2;
+  c.B = batch;
+  return c;
+}
+
+values by_name(ref::config const& c, ref::parameters const& p) {
+  values out;
+  ref::for_each_parameter(c, p,
+                          [&](std::string const& name, std::vector<double> const& v, auto const&) { out[name] = v; });
+  return out;
+}
+
+// The step's samples: tokens and targets [global][T].
+struct batch {
+  std::vector<int> tokens, targets;
+};
+batch batch_of_step(ref::config const& c, std::size_t step) {
+  return {ref::make_tokens(c, 11, 100 + step), ref::make_tokens(c, 11, 200 + step)};
+}
+
+// The serial optimizers, written from their definitions.
+struct reference_optimizer {
+  parallel::optimizer method;
+  values m, v;
+  void step(values& p, values const& g, std::size_t t, double scale) {
+    for (auto& [name, w] : p) {
+      auto& m1 = m[name];
+      auto& m2 = v[name];
+      m1.resize(w.size(), 0.0);
+      m2.resize(w.size(), 0.0);
+      std::vector<double> const& grad = g.at(name);
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        double const d = scale * grad[i];
+        if (auto const* s = std::get_if<parallel::sgd>(&method)) {
+          m1[i] = s->momentum * m1[i] + d + s->weight_decay * w[i];
+          w[i] -= s->lr * m1[i];
+        } else {
+          auto const& a = std::get<parallel::adamw>(method);
+          m1[i] = a.beta1 * m1[i] + (1 - a.beta1) * d;
+          m2[i] = a.beta2 * m2[i] + (1 - a.beta2) * d * d;
+          double const mhat = m1[i] / (1 - std::pow(a.beta1, static_cast<double>(t)));
+          double const vhat = m2[i] / (1 - std::pow(a.beta2, static_cast<double>(t)));
+          w[i] -= a.lr * (a.weight_decay * w[i] + mhat / (std::sqrt(vhat) + a.eps));
+        }
+      }
+    }
+  }
+};
+
+struct history {
+  values parameters;
+  std::vector<double> losses, norms;
+};
+
+history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method) {
+  history h{start, {}, {}};
+  reference_optimizer o{method, {}, {}};
+  for (std::size_t s = 0; s < steps; ++s) {
+    ref::parameters p = ref::zero_parameters(c);
+    ref::for_each_parameter(
+        c, p, [&](std::string const& name, std::vector<double>& v, auto const&) { v = h.parameters.at(name); });
+    batch const b = batch_of_step(c, s);
+    ref::forward_result const f = ref::forward(c, p, b.tokens, b.targets);
+    values const g = by_name(c, ref::backward(c, p, f, b.tokens, b.targets));
+    double squares = 0;
+    for (auto const& [name, v] : g)
+      for (double x : v) squares += x * x;
+    double const norm = std::sqrt(squares);
+    h.losses.push_back(f.loss);
+    h.norms.push_back(norm);
+    o.step(h.parameters, g, s + 1, norm > clip ? clip / (norm + 1e-6) : 1.0);
+  }
+  return h;
+}
+
+struct setup {
+  std::size_t dp, tp;
+  zero_stage stage;
+  std::size_t accumulation;
+  std::size_t global;
+};
+
+std::string describe(setup const& s) {
+  return "dp=" + std::to_string(s.dp) + " tp=" + std::to_string(s.tp) + " ZeRO-" +
+         std::to_string(static_cast<int>(s.stage)) + " accumulation " + std::to_string(s.accumulation) + ", " +
+         std::to_string(s.global) + " samples";
+}
+
+dynamic_dtensor<int, 2, host> rows(device_mesh const& mesh, layout const& l, std::vector<int> const& all,
+                                   interval samples, std::size_t T) {
+  Kokkos::View<int**, Kokkos::LayoutRight, host> global("ids", samples.size(), T);
+  std::copy(all.begin() + static_cast<std::ptrdiff_t>(samples.begin * T),
+            all.begin() + static_cast<std::ptrdiff_t>(samples.end * T), global.data());
+  return distribute<host>(mesh, l, global);
+}
+
+history train(setup const& s, values const& start, parallel::optimizer const& method, std::size_t bucket_bytes = 1024) {
+  ref::config const c = tiny(s.global);
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", s.dp}, {"tp", s.tp}});
+  parallel::gpt<float, host> model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false},
+                                   [&](std::string const& name) { return start.at(name); });
+  parallel::trainer train(model, mesh, {s.stage, method, clip, bucket_bytes});
+  auto const accounting = parallel::batch_accounting::uneven(s.global, s.accumulation, s.dp);
+  history h;
+  for (std::size_t step = 0; step < steps; ++step) {
+    batch const b = batch_of_step(c, step);
+    std::vector<decltype(train)::micro_batch> micro;
+    for (std::size_t a = 0; a < s.accumulation; ++a) {
+      interval const samples = accounting.micro_step(a);
+      micro.push_back({rows(mesh, model.layouts().ids, b.tokens, samples, c.T),
+                       rows(mesh, model.layouts().ids, b.targets, samples, c.T)});
+    }
+    auto const r = train.step(micro);
+    h.losses.push_back(r.loss);
+    h.norms.push_back(r.grad_norm);
+  }
+  model.for_each_parameter([&](std::string const& name, auto& p) {
+    auto const g = gather(p.stored());
+    h.parameters[name].assign(g.data(), g.data() + g.size());
+  });
+  return h;
+}
+
+void require_close(history const& got, history const& want, double bound) {
+  for (std::size_t s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    CHECK(std::abs(got.losses[s] - want.losses[s]) <= 1e-5 * want.losses[s]);
+    CHECK(std::abs(got.norms[s] - want.norms[s]) <= 1e-4 * want.norms[s]);
+  }
+  REQUIRE(got.parameters.size() == want.parameters.size());
+  for (auto const& [name, w] : want.parameters) {
+    auto const& g = got.parameters.at(name);
+    REQUIRE(g.size() == w.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]));
+    INFO(name << ": largest difference " << worst);
+    CHECK(worst <= bound);
+  }
+}
+
+// The dp x tp meshes of the world's ranks, dp in 1..4 and tp in 1..2.
+std::vector<std::pair<std::size_t, std::size_t>> meshes() {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t tp : {1, 2})
+    if (n % tp == 0 && n / tp <= 4) out.emplace_back(n / tp, tp);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel training with every ZeRO stage equals serial AdamW with clipping", "[parallel][training]") {
+  parallel::adamw const method{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1};
+  std::map<std::size_t, history> references;  // by global batch
+  std::vector<history> runs;
+  for (auto const& [dp, tp] : meshes())
+    for (std::size_t accumulation : {1, 3})
+      for (bool even : {true, false}) {
+        std::size_t const global = even ? 2 * accumulation * dp : 10;
+        ref::config const c = tiny(global);
+        values const start = by_name(c, ref::init_parameters(c, 5));
+        if (!references.contains(global)) references.emplace(global, train_reference(c, start, method));
+        for (zero_stage stage :
+             {zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients, zero_stage::parameters}) {
+          setup const s{dp, tp, stage, accumulation, global};
+          INFO(describe(s));
+          history const h = train(s, start, method);
+          require_close(h, references.at(global), tolerance);
+          if (!even) runs.push_back(h);
+        }
+      }
+  // The same 10-sample run under every configuration: within twice the tolerance of each other.
+  for (history const& h : runs) require_close(h, runs.front(), 2 * tolerance);
+}
+
+TEST_CASE("SGD with momentum and weight decay on sharded state equals the serial reference", "[parallel][training]") {
+  parallel::sgd const method{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01};
+  auto const [dp, tp] = meshes().front();
+  std::size_t const global = 2 * dp;
+  ref::config const c = tiny(global);
+  values const start = by_name(c, ref::init_parameters(c, 9));
+  history const want = train_reference(c, start, method);
+  for (zero_stage stage : {zero_stage::none, zero_stage::optimizer_state, zero_stage::parameters}) {
+    setup const s{dp, tp, stage, 1, global};
+    INFO(describe(s));
+    require_close(train(s, start, method), want, tolerance);
+  }
+}
+
+TEST_CASE("bad training input is the same typed error on every rank", "[parallel][training]") {
+  CHECK_THROWS_AS(parallel::batch_accounting(30, 4, 2, 4), invalid_batch_error);
+  CHECK_THROWS_AS(parallel::batch_accounting(0, 2, 4), invalid_batch_error);
+  CHECK_THROWS_AS(parallel::batch_accounting::uneven(2, 3, 4), invalid_batch_error);
+  CHECK_THROWS_AS(parallel::to_zero_stage(4), invalid_option_error);
+  CHECK_THROWS_AS(parallel::to_zero_stage(-1), invalid_option_error);
+  ref::config const c = tiny(2);
+  values const start = by_name(c, ref::init_parameters(c, 5));
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dynamic_extent}, {"tp", 1}});
+  parallel::gpt<float, host> model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false},
+                                   [&](std::string const& name) { return start.at(name); });
+  using options = parallel::training_options;
+  auto const fails = [&](options const& o) {
+    CHECK_THROWS_AS(parallel::trainer(model, mesh, o), invalid_option_error);
+  };
+  fails({.bucket_bytes = 0});
+  fails({.clip_norm = -1});
+  fails({.method = parallel::adamw{.lr = 0}});
+  fails({.method = parallel::adamw{.beta2 = 1}});
+  fails({.method = parallel::sgd{.momentum = 1.5}});
+  parallel::trainer train(model, mesh, {});
+  CHECK_THROWS_AS(train.step({}), invalid_batch_error);
+}
