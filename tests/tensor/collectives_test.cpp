@@ -75,6 +75,51 @@ TEST_CASE("reduce_scatter and reduce_scatter_v", "[comm]") {
   REQUIRE(w.comm.counters()["reduce_scatter"].bytes_received == (2 + counts[w.rank]) * (w.size - 1) * sizeof(long));
 }
 
+TEST_CASE("the ring reduce-scatter sums each block into its rank, uneven and empty blocks included", "[comm]") {
+  world w;
+  // Block q has (q * 3) mod 4 elements: some empty, sizes differ.
+  std::vector<std::size_t> counts(w.size);
+  for (std::size_t q = 0; q < w.size; ++q) counts[q] = q * 3 % 4;
+  std::size_t const total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::size_t const first =
+      std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(w.rank), std::size_t{0});
+  w.comm.counters().reset();
+  view out("out", counts[w.rank]);
+  ring_reduce_scatter<long, Kokkos::HostSpace> ring(w.comm, filled(w.rank, total), out, counts);
+  while (!ring.test()) {
+  }
+  for (std::size_t i = 0; i < counts[w.rank]; ++i) {
+    long expected = 0;
+    for (std::size_t r = 0; r < w.size; ++r) expected += value(r, first + i);
+    REQUIRE(out(i) == expected);
+  }
+  // One call: every block but its own sent, every block but its left neighbour's received.
+  std::size_t const left = (w.rank + w.size - 1) % w.size;
+  collective_count const c = w.comm.counters()["reduce_scatter"];
+  CHECK(c.calls == 1);
+  CHECK(c.bytes_sent == (total - counts[w.rank]) * sizeof(long));
+  CHECK(c.bytes_received == (total - counts[left]) * sizeof(long));
+  CHECK(w.comm.counters()["point_to_point"].calls == 0);
+}
+
+TEST_CASE("the reduce-scatter algorithm is measured once and chosen alike on every rank", "[comm]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"x", dynamic_extent}});
+  auto& tuning = mesh.state<collective_tuning>();
+  communicator const& group = mesh.group(axis_set::of(0));
+  std::vector<std::size_t> const counts(mesh.size(), 4096);
+  mesh.counters().reset();
+  auto const chosen = tuning.reduce_scatter<float, Kokkos::HostSpace>(group, counts, {});
+  CHECK(mesh.counters().total().calls == 0);  // measured on a communicator of its own
+  int mine = static_cast<int>(chosen), lowest = 0, highest = 0;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lowest == highest);
+  CHECK(chosen != reduce_scatter_algorithm::automatic);
+  CHECK(tuning.reduce_scatter<float, Kokkos::HostSpace>(group, counts, {}) == chosen);  // remembered
+  tuning.prefer(reduce_scatter_algorithm::ring);
+  CHECK(tuning.reduce_scatter<float, Kokkos::HostSpace>(group, counts, {}) == reduce_scatter_algorithm::ring);
+}
+
 TEST_CASE("all_reduce", "[comm]") {
   world w;
   w.comm.counters().reset();

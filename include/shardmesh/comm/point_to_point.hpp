@@ -17,6 +17,25 @@
 
 namespace shardmesh {
 
+namespace detail {
+
+// The non-blocking send and receive of iexchange between two other ranks,
+// not counted: for algorithms made of exchanges that count themselves.
+template <class T, class Space>
+[[nodiscard]] request post_exchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination,
+                                    Kokkos::View<T*, Space> recv, int source, int tag,
+                                    execution_space_of<Space> const& exec) {
+  staged_buffer<T, Space> const in = stage(comm, send, std::nullopt, true, false);
+  staged_buffer<T, Space> const out = stage(comm, recv, std::nullopt, false, true);
+  in.to_mpi(exec);
+  MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Irecv(out.data(), mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);
+  MPI_Isend(in.data(), mpi_count(send.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r[1]);
+  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out, exec] { out.from_mpi(exec); });
+}
+
+}  // namespace detail
+
 template <class T, class Space>
 [[nodiscard]] request iexchange(communicator const& comm, Kokkos::View<T*, Space> send, int destination,
                                 Kokkos::View<T*, Space> recv, int source, int tag = 0,
@@ -31,13 +50,7 @@ template <class T, class Space>
   }
   detail::count_call<T>(comm, "point_to_point", destination == me ? 0 : send.extent(0),
                         source == me ? 0 : recv.extent(0));
-  staged_buffer<T, Space> const in = detail::stage(comm, send, std::nullopt, true, false);
-  staged_buffer<T, Space> const out = detail::stage(comm, recv, std::nullopt, false, true);
-  in.to_mpi(exec);
-  MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  MPI_Irecv(out.data(), detail::mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);
-  MPI_Isend(in.data(), detail::mpi_count(send.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r[1]);
-  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out, exec] { out.from_mpi(exec); });
+  return detail::post_exchange(comm, send, destination, recv, source, tag, exec);
 }
 
 template <class T, class Space>
