@@ -27,6 +27,7 @@
 #include "shardmesh/comm/counters.hpp"
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
+#include "shardmesh/comm/ring_reduce_scatter.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/einsum.hpp"
@@ -39,7 +40,9 @@
 
 #include "shardmesh/parallel/batch.hpp"
 #include "shardmesh/parallel/gpt.hpp"
+#include "shardmesh/parallel/memory_report.hpp"
 #include "shardmesh/parallel/trainer.hpp"
+#include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/runtime/workspace.hpp"

@@ -97,6 +97,17 @@ run train_step(device_mesh const& mesh, ref::config const& c, bool sequence_para
   model.backward();
   run r{f.loss, gathered(f.logits), {}};
   model.for_each_parameter([&](std::string const& name, auto& p) { r.gradients[name] = gathered(p.grad()); });
+  // The declared shapes are the model's, in its order.
+  auto const shapes = parallel::gpt_parameter_shapes(config_of(c, sequence_parallel));
+  std::size_t i = 0;
+  model.for_each_parameter([&](std::string const& name, auto& p) {
+    REQUIRE(i < shapes.size());
+    CHECK(shapes[i].name == name);
+    REQUIRE(shapes[i].extents.size() == p.value().rank);
+    for (std::size_t d = 0; d < shapes[i].extents.size(); ++d) CHECK(shapes[i].extents[d] == p.global_extents()[d]);
+    ++i;
+  });
+  CHECK(i == shapes.size());
   return r;
 }
 

@@ -29,6 +29,8 @@
 //   hf = LN(x; lnf_g, lnf_b)
 //   logits[b][t][v] = sum_c hf[b][t][c] * whead[c][v]
 //   loss = (1 / (B*T)) * sum_{b,t} (logsumexp_v logits[b][t][v] - logits[b][t][targets[b][t]])
+// A target of -1 is padding: its position adds nothing, and the loss averages over the K
+// positions whose target is not padding (1 / K instead of 1 / (B*T)).
 //
 // Every linear map above is a plain matrix product once its operands are seen as matrices: the
 // activations [B][T][...] as [B*T][...] rows, wq/wk/wv [C][H][D] as [C][H*D], wo [H][D][C] as
@@ -293,8 +295,10 @@ inline void check_inputs(config const& cfg, parameters const& params, std::vecto
   if (tokens.size() != cfg.B * cfg.T || targets.size() != cfg.B * cfg.T)
     throw std::invalid_argument("reference gpt: tokens and targets must hold B*T values");
   auto const in_range = [&](int token) { return token >= 0 && static_cast<std::size_t>(token) < cfg.V; };
-  if (!std::all_of(tokens.begin(), tokens.end(), in_range) || !std::all_of(targets.begin(), targets.end(), in_range))
-    throw std::invalid_argument("reference gpt: tokens and targets must lie in [0, V)");
+  auto const target_or_padding = [&](int target) { return target == -1 || in_range(target); };
+  if (!std::all_of(tokens.begin(), tokens.end(), in_range) ||
+      !std::all_of(targets.begin(), targets.end(), target_or_padding))
+    throw std::invalid_argument("reference gpt: tokens must lie in [0, V), targets too or be -1 (padding)");
 }
 
 // y[N][C] = LN(x[N][C]; gain, bias), filling cache.
@@ -487,7 +491,9 @@ inline forward_result forward(config const& cfg, parameters const& params, std::
   r.logits = detail::matmul(r.hf, params.whead, N, C, V);
   r.dlogits.assign(N * V, 0.0);
   double total = 0.0;
+  auto const K = static_cast<double>(std::count_if(targets.begin(), targets.end(), [](int t) { return t >= 0; }));
   for (std::size_t n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;  // padding
     double const* row = &r.logits[n * V];
     double const max = *std::max_element(row, row + V);
     double sum = 0.0;
@@ -496,9 +502,9 @@ inline forward_result forward(config const& cfg, parameters const& params, std::
     auto const target = static_cast<std::size_t>(targets[n]);
     total += logsumexp - row[target];
     for (std::size_t v = 0; v < V; ++v)
-      r.dlogits[n * V + v] = (std::exp(row[v] - logsumexp) - (v == target ? 1.0 : 0.0)) / static_cast<double>(N);
+      r.dlogits[n * V + v] = (std::exp(row[v] - logsumexp) - (v == target ? 1.0 : 0.0)) / K;
   }
-  r.loss = total / static_cast<double>(N);
+  r.loss = total / K;
   return r;
 }
 

@@ -65,12 +65,17 @@ values by_name(ref::config const& c, ref::parameters const& p) {
   return out;
 }
 
-// The step's samples: tokens and targets [global][T].
+// The step's samples: tokens and targets [global][T]; padded, sample b
+// has 1 + (2b + step) mod T targets and padding (-1) after them.
 struct batch {
   std::vector<int> tokens, targets;
 };
-batch batch_of_step(ref::config const& c, std::size_t step) {
-  return {ref::make_tokens(c, 11, 100 + step), ref::make_tokens(c, 11, 200 + step)};
+batch batch_of_step(ref::config const& c, std::size_t step, bool padded) {
+  batch b{ref::make_tokens(c, 11, 100 + step), ref::make_tokens(c, 11, 200 + step)};
+  if (padded)
+    for (std::size_t i = 0; i < c.B; ++i)
+      for (std::size_t t = 1 + (2 * i + step) % c.T; t < c.T; ++t) b.targets[i * c.T + t] = -1;
+  return b;
 }
 
 // The serial optimizers, written from their definitions.
@@ -107,14 +112,15 @@ struct history {
   std::vector<double> losses, norms;
 };
 
-history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method) {
+history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method,
+                        bool padded = false) {
   history h{start, {}, {}};
   reference_optimizer o{method, {}, {}};
   for (std::size_t s = 0; s < steps; ++s) {
     ref::parameters p = ref::zero_parameters(c);
     ref::for_each_parameter(
         c, p, [&](std::string const& name, std::vector<double>& v, auto const&) { v = h.parameters.at(name); });
-    batch const b = batch_of_step(c, s);
+    batch const b = batch_of_step(c, s, padded);
     ref::forward_result const f = ref::forward(c, p, b.tokens, b.targets);
     values const g = by_name(c, ref::backward(c, p, f, b.tokens, b.targets));
     double squares = 0;
@@ -149,16 +155,19 @@ dynamic_dtensor<int, 2, host> rows(device_mesh const& mesh, layout const& l, std
   return distribute<host>(mesh, l, global);
 }
 
-history train(setup const& s, values const& start, parallel::optimizer const& method, std::size_t bucket_bytes = 1024) {
+history train(setup const& s, values const& start, parallel::optimizer const& method, bool padded = false) {
   ref::config const c = tiny(s.global);
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", s.dp}, {"tp", s.tp}});
+  // Both reduce-scatter algorithms, whatever this machine would choose: the ring for ZeRO-2, MPI's for ZeRO-3.
+  mesh.state<collective_tuning>().prefer(s.stage == zero_stage::gradients ? reduce_scatter_algorithm::ring
+                                                                          : reduce_scatter_algorithm::mpi);
   parallel::gpt<float, host> model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false},
                                    [&](std::string const& name) { return start.at(name); });
-  parallel::trainer train(model, mesh, {s.stage, method, clip, bucket_bytes});
+  parallel::trainer train(model, mesh, {s.stage, method, clip, 1024});
   auto const accounting = parallel::batch_accounting::uneven(s.global, s.accumulation, s.dp);
   history h;
   for (std::size_t step = 0; step < steps; ++step) {
-    batch const b = batch_of_step(c, step);
+    batch const b = batch_of_step(c, step, padded);
     std::vector<decltype(train)::micro_batch> micro;
     for (std::size_t a = 0; a < s.accumulation; ++a) {
       interval const samples = accounting.micro_step(a);
@@ -228,6 +237,22 @@ TEST_CASE("data-parallel training with every ZeRO stage equals serial AdamW with
   for (history const& h : runs) require_close(h, runs.front(), 2 * tolerance);
 }
 
+TEST_CASE("padded sequences: the loss averages over the targets that are not padding, however split",
+          "[parallel][training]") {
+  parallel::adamw const method{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1};
+  std::size_t const global = 10;
+  ref::config const c = tiny(global);
+  values const start = by_name(c, ref::init_parameters(c, 6));
+  history const want = train_reference(c, start, method, true);
+  for (auto const& [dp, tp] : meshes())
+    for (std::size_t accumulation : {1, 3})
+      for (zero_stage stage : {zero_stage::none, zero_stage::parameters}) {
+        setup const s{dp, tp, stage, accumulation, global};
+        INFO(describe(s));
+        require_close(train(s, start, method, true), want, tolerance);
+      }
+}
+
 TEST_CASE("SGD with momentum and weight decay on sharded state equals the serial reference", "[parallel][training]") {
   parallel::sgd const method{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01};
   auto const [dp, tp] = meshes().front();
@@ -264,4 +289,10 @@ TEST_CASE("bad training input is the same typed error on every rank", "[parallel
   fails({.method = parallel::sgd{.momentum = 1.5}});
   parallel::trainer train(model, mesh, {});
   CHECK_THROWS_AS(train.step({}), invalid_batch_error);
+  // A step whose targets are all padding has nothing to average over.
+  Kokkos::View<int**, Kokkos::LayoutRight, host> padding("targets", 2, c.T);
+  Kokkos::deep_copy(padding, -1);
+  auto const ids = distribute<host>(mesh, model.layouts().ids, padding);
+  std::vector<decltype(train)::micro_batch> const all_padding{{ids, ids}};
+  CHECK_THROWS_AS(train.step(all_padding), invalid_batch_error);
 }

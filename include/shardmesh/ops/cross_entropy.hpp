@@ -1,14 +1,18 @@
 #pragma once
 // Softmax cross-entropy of logits [..., classes] against integer targets
-// [...], averaged over a count every rank agrees on (by default every row).
+// [...], averaged over a count every rank agrees on (by default the rows
+// whose target is not negative: a negative target marks padding, which adds
+// nothing to the loss or its gradient).
 // The classes may be sharded (vocabulary parallelism): each rank works on
 // its classes; the row max, the sum of exponentials and the target's logit
 // are reductions over a sharded dimension, so they come out partial
 // (algebra/propagation.hpp) and their all-reduces are planned like any
 // other move. The logits are never gathered.
 
+#include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/comm/all_reduce.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/ops/local/cross_entropy.hpp"
@@ -44,7 +48,7 @@ std::size_t class_offset(dynamic_dtensor<T, Rank, MemorySpace> const& x) {
 
 }  // namespace detail
 
-// count: the number of rows the loss averages over (0: every row).
+// count: the number of rows the loss averages over (0: the rows whose target is not negative).
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] cross_entropy_result<T, Rank, MemorySpace> cross_entropy(
     dynamic_dtensor<T, Rank, MemorySpace> const& logits, dynamic_dtensor<int, Rank - 1, MemorySpace> const& targets,
@@ -82,14 +86,23 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const sv = local::flat(s.local());
   auto const mv = local::flat(max.local());
   auto const pv = local::flat(p.local());
+  auto const tv = local::flat(t.local());
   Kokkos::parallel_for(
       "shardmesh::cross_entropy_rows", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
-      KOKKOS_LAMBDA(std::size_t i) { lv(i) = Kokkos::log(sv(i)) + mv(i) - pv(i); });
-  double rows_total = 1;
-  for (std::size_t d = 0; d + 1 < Rank; ++d) rows_total *= static_cast<double>(row_extents[d]);
-  T const scale = static_cast<T>(1.0 / (count > 0 ? count : rows_total));
-  T const loss = total(loss_rows, exec) * scale;
-  return {loss, x, max, s, t, scale};
+      KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? T(0) : Kokkos::log(sv(i)) + mv(i) - pv(i); });
+  // The loss summed over every row and the rows that count, in one all-reduce.
+  Kokkos::View<double*, Kokkos::HostSpace> sums("shardmesh::cross_entropy", 2);
+  Kokkos::parallel_reduce(
+      "shardmesh::cross_entropy_sum", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += static_cast<double>(lv(i)); }, sums(0));
+  Kokkos::parallel_reduce(
+      "shardmesh::cross_entropy_count", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, tv.size()),
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += tv(i) < 0 ? 0.0 : 1.0; }, sums(1));
+  axis_set const axes = sharding_axes(loss_rows.bound());
+  if (!axes.empty()) all_reduce(x.mesh().group(axes), sums, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
+  double const averaged = count > 0 ? count : sums(1);
+  T const scale = static_cast<T>(averaged > 0 ? 1.0 / averaged : 0.0);
+  return {static_cast<T>(sums(0)) * scale, x, max, s, t, scale};
 }
 
 // d(loss)/d(logits), in the layout the forward used, times dloss.

@@ -45,6 +45,34 @@ struct gpt_config {
 // Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
 using parameter_source = std::function<std::vector<double>(std::string const& name)>;
 
+// Every parameter of a gpt of configuration c: its name and global extents,
+// in for_each_parameter's order (for initialising a model, or sizing one).
+struct parameter_shape {
+  std::string name;
+  std::vector<std::size_t> extents;
+};
+[[nodiscard]] inline std::vector<parameter_shape> gpt_parameter_shapes(gpt_config const& c) {
+  std::vector<parameter_shape> out{{"wte", {c.vocabulary, c.hidden}}, {"wpe", {c.sequence, c.hidden}}};
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    std::string const h = "h" + std::to_string(l) + ".";
+    std::vector<parameter_shape> const block{{h + "ln1_g", {c.hidden}},
+                                             {h + "ln1_b", {c.hidden}},
+                                             {h + "wq", {c.hidden, c.heads, c.head_size}},
+                                             {h + "wk", {c.hidden, c.heads, c.head_size}},
+                                             {h + "wv", {c.hidden, c.heads, c.head_size}},
+                                             {h + "wo", {c.heads, c.head_size, c.hidden}},
+                                             {h + "ln2_g", {c.hidden}},
+                                             {h + "ln2_b", {c.hidden}},
+                                             {h + "w1", {c.hidden, c.ffn}},
+                                             {h + "w2", {c.ffn, c.hidden}}};
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  std::vector<parameter_shape> const head{
+      {"lnf_g", {c.hidden}}, {"lnf_b", {c.hidden}}, {"whead", {c.hidden, c.vocabulary}}};
+  out.insert(out.end(), head.begin(), head.end());
+  return out;
+}
+
 template <class T, class MemorySpace, std::size_t Rank>
 parameter<T, Rank, MemorySpace> make_parameter(device_mesh const& mesh, parameter_source const& values,
                                                std::string const& name, layout const& l,

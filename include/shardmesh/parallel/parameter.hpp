@@ -10,7 +10,9 @@
 // accumulation layout (the compute layout unless the training step asks
 // for it partial on "dp", so that nothing reduces before the last micro-step).
 
+#include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/detail/result_pool.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
@@ -93,13 +95,19 @@ class parameter {
     stored_entry_ = mesh().track(memory_category::parameters, stored().local().size() * sizeof(T));
   }
   // Replaces the stored value by v (same layout), as the optimizer's update.
-  void replace_stored(tensor v) { (sharded() ? stored_ : value_) = std::move(v); }
+  void replace_stored(tensor v) {
+    ops::detail::take_result(v);  // the parameter's memory, no longer the result pool's
+    (sharded() ? stored_ : value_) = std::move(v);
+  }
 
   // Starts gathering a sharded value into the compute layout (does nothing
   // when it is gathered or on its way).
   void gather_async(exec_type const& exec = {}) {
     if (gathered() || pending_) return;
     pending_.emplace(stored_, unbind(mesh().shape(), compute_), nullptr, completion::deferred, exec);
+    // Its result is allocated now.
+    gathered_entry_ = mesh().track(memory_category::parameters,
+                                   local_size(mesh().shape(), compute_, global_extents(), mesh().rank()) * sizeof(T));
   }
   // Advances a gather in flight without blocking (MPI progresses
   // non-blocking collectives only inside its calls).
@@ -112,7 +120,6 @@ class parameter {
     value_ = pending_->get();
     pending_.reset();
     gathered_ = true;
-    gathered_entry_ = mesh().track(memory_category::parameters, value_.local().size() * sizeof(T));
   }
   // Frees the gathered value of a sharded parameter.
   void release() {
@@ -150,6 +157,7 @@ class parameter {
   // Replaces the gradient by g (the same gradient in another layout: the
   // step's reduction).
   void replace_grad(tensor g) {
+    ops::detail::take_result(g);  // the parameter's memory, no longer the result pool's
     grad_ = std::move(g);
     grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
     has_grad_ = true;

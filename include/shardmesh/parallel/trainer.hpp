@@ -13,8 +13,9 @@
 // between stages (MPI progresses non-blocking collectives only inside its
 // calls); all complete before the optimizer step. The loss of every
 // micro-batch is normalised by the number of target tokens of the whole
-// step, which every rank knows from the tensors' global extents, so the
-// update does not depend on how the batch was split. Then the gradient is
+// step that are not padding (a negative target), agreed on by every rank
+// before the first forward, so the update does not depend on how the batch
+// was split. Then the gradient is
 // clipped by its global norm (every element of every parameter counted
 // once, whatever its layout) and the optimizer updates each rank's block
 // of the state (optimizer.hpp). ZeRO-3 gathers each stage's parameters just
@@ -25,12 +26,14 @@
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/parallel/detail/gradient_bucket.hpp"
 #include "shardmesh/parallel/detail/trainable.hpp"
+#include "shardmesh/parallel/memory_report.hpp"
 #include "shardmesh/parallel/optimizer.hpp"
 #include "shardmesh/parallel/parameter.hpp"
 #include "shardmesh/parallel/state_sharding.hpp"
 
 #include <Kokkos_Core.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -47,6 +50,7 @@ struct training_options {
   optimizer method = adamw{};
   double clip_norm = 0;                              // the largest global gradient norm; 0: no clipping
   std::size_t bucket_bytes = std::size_t{25} << 20;  // gradient bucket size (at least one parameter each)
+  bool overlap = true;  // start each bucket's reduction during backward (false: all after it, to compare)
 };
 
 // Why the options cannot be used; empty when they can. The same on every
@@ -60,6 +64,27 @@ struct training_options {
   return optimizer_error(o.method);
 }
 
+namespace detail {
+
+// The targets that are not padding, over every rank (the same on each).
+template <class MemorySpace>
+double counted_targets(dynamic_dtensor<int, 2, MemorySpace> const& targets,
+                       execution_space_of<MemorySpace> const& exec) {
+  auto const t = ops::local::flat(targets.local());
+  double local = 0;
+  Kokkos::parallel_reduce(
+      "shardmesh::counted_targets", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, t.size()),
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += t(i) < 0 ? 0.0 : 1.0; }, local);
+  axis_set const axes = sharding_axes(targets.bound());
+  if (axes.empty()) return local;
+  Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::counted_targets", 1);
+  sum(0) = local;
+  all_reduce(targets.mesh().group(axes), sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
+  return sum(0);
+}
+
+}  // namespace detail
+
 template <class Model>
 class trainer {
  public:
@@ -72,8 +97,9 @@ class trainer {
     ids_tensor ids, targets;  // [samples, sequence], the samples sharded on "dp"
   };
   struct step_result {
-    double loss = 0;       // the mean over the step's target tokens
-    double grad_norm = 0;  // the global norm before clipping
+    double loss = 0;            // the mean over the step's target tokens
+    double grad_norm = 0;       // the global norm before clipping
+    double reduction_wait = 0;  // seconds spent after backward finishing the gradients' reductions
   };
 
   // Collective: moves every parameter to where its stage keeps it.
@@ -96,20 +122,42 @@ class trainer {
   [[nodiscard]] training_options const& options() const { return options_; }
   [[nodiscard]] std::size_t steps() const { return steps_; }
   [[nodiscard]] std::size_t bucket_count() const { return buckets_.size(); }
+  // The parameters of each bucket, in the order the buckets start.
+  [[nodiscard]] std::vector<std::vector<std::string>> bucket_members() const {
+    std::vector<std::vector<std::string>> out;
+    for (auto const& b : buckets_) {
+      out.emplace_back();
+      for (member const* m : b->members()) out.back().push_back(m->name());
+    }
+    return out;
+  }
+  // What the last step held, per phase: "forward" and "backward" (the
+  // largest over the micro-batches), "reduction", "update".
+  [[nodiscard]] memory_report const& memory() const { return memory_; }
 
   step_result step(std::span<micro_batch const> batch, exec_type const& exec = {}) {
     if (batch.empty()) throw invalid_batch_error("training: a step needs at least one micro-batch");
-    double tokens = 0;  // from global extents: the same on every rank
-    for (micro_batch const& m : batch)
-      tokens += static_cast<double>(m.targets.global_extents()[0] * m.targets.global_extents()[1]);
+    double tokens = 0;
+    for (micro_batch const& m : batch) tokens += detail::counted_targets(m.targets, exec);
+    if (tokens == 0) throw invalid_batch_error("training: every target of the step is padding");
     step_result r;
     exec_ = exec;
+    memory_phases phases(mesh_.ledger(), {"forward", "backward", "reduction", "update"});
     for (std::size_t a = 0; a < batch.size(); ++a) {
       last_micro_batch_ = a + 1 == batch.size();
+      phases.begin();
       r.loss += static_cast<double>(model_->forward(batch[a].ids, batch[a].targets, tokens, exec).loss);
+      phases.end(0);
+      phases.begin();
       model_->backward(exec);
+      phases.end(1);
     }
+    phases.begin();
+    auto const reducing = std::chrono::steady_clock::now();
     reduce(exec);
+    r.reduction_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - reducing).count();
+    phases.end(2);
+    phases.begin();
     r.grad_norm = global_norm(exec);
     double const scale =
         options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
@@ -118,6 +166,8 @@ class trainer {
       p->update(options_.method, steps_, scale, exec);
       p->zero_grad();
     }
+    phases.end(3);
+    memory_ = phases.report();
     return r;
   }
 
@@ -147,7 +197,10 @@ class trainer {
       open.push_back(m);
       bytes += m->rows() * m->row_elements() * sizeof(value_type);
       if (bytes >= options_.bucket_bytes || i == 0) {
-        buckets_.push_back(std::make_unique<bucket>(std::move(open), dp_));
+        // 1 to 32767 (MPI's least upper bound for tags); 0 is other exchanges'. Buckets
+        // 32766 apart never overlap in time.
+        int const tag = static_cast<int>(buckets_.size() % 32766) + 1;
+        buckets_.push_back(std::make_unique<bucket>(std::move(open), dp_, tag));
         open.clear();
         bytes = 0;
       }
@@ -165,7 +218,7 @@ class trainer {
         for_stage(e.stage, [&](member& m) { m.release(); });
       }
     }
-    if (!e.before && !forward && last_micro_batch_)
+    if (options_.overlap && !e.before && !forward && last_micro_batch_)
       for (auto& b : buckets_)
         if (!b->started() && b->ready_stage() == e.stage) b->start(exec_);
     for (auto& b : buckets_) b->progress();
@@ -210,6 +263,7 @@ class trainer {
   exec_type exec_;
   bool last_micro_batch_ = false;
   std::size_t steps_ = 0;
+  memory_report memory_;
 };
 
 }  // namespace shardmesh::parallel

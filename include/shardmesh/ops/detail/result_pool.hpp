@@ -15,10 +15,14 @@
 // what is in use at that moment would free, between a step's forward and
 // backward, what the next step needs again.) ops::cached_result_bytes
 // reports what the pool holds, ops::release_cached_results frees every idle
-// View and starts the peak again.
+// View and starts the peak again. The mesh's memory ledger counts what the
+// pool holds as activations (op results: activations, their gradients, and
+// the Views kept for reuse); a result taken over for good (a parameter's
+// gradient) leaves the pool through take_result().
 
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
+#include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/runtime/mesh_context.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
@@ -37,7 +41,7 @@ namespace shardmesh::ops::detail {
 // release_idle() reaches every one.
 class result_pools {
  public:
-  explicit result_pools(shardmesh::detail::mesh_context const&) {}
+  explicit result_pools(shardmesh::detail::mesh_context const& context) : ledger_(context.ledger()) {}
 
   struct pool_base {
     virtual ~pool_base() = default;
@@ -49,6 +53,8 @@ class result_pools {
   template <class View>
   class pool final : public pool_base {
    public:
+    explicit pool(std::shared_ptr<memory_ledger> ledger) : ledger_(std::move(ledger)) {}
+
     // A View of these extents, uninitialised: an idle one if there is one,
     // else a new one.
     View get(tensor_index const& extents) {
@@ -72,8 +78,15 @@ class result_pools {
       View v = shardmesh::detail::allocate<View>("shardmesh::op_result", extents);
       peak_in_use_ = std::max(peak_in_use_, in_use + bytes_of(v));
       trim();
-      held_.push_back({v, clock_});
+      held_.push_back({v, clock_, ledger_entry(ledger_, memory_category::activations, bytes_of(v))});
       return v;
+    }
+
+    // Stops holding v's memory (a no-op if the pool did not make v): its
+    // holder keeps it, and records it in the ledger itself.
+    void take(View const& v) {
+      std::lock_guard lock(mutex_);
+      std::erase_if(held_, [&](entry const& e) { return e.view.data() == v.data() && v.data() != nullptr; });
     }
 
     void release_idle() override {
@@ -94,6 +107,7 @@ class result_pools {
     struct entry {
       View view;
       std::uint64_t last_use;
+      ledger_entry recorded;  // activations
     };
 
     static std::size_t bytes_of(View const& v) { return v.span() * sizeof(typename View::value_type); }
@@ -123,6 +137,7 @@ class result_pools {
       }
     }
 
+    std::shared_ptr<memory_ledger> ledger_;
     mutable std::mutex mutex_;
     std::vector<entry> held_;
     std::uint64_t clock_ = 0;  // counts get() calls: when each View was last handed out
@@ -134,7 +149,7 @@ class result_pools {
     std::lock_guard lock(mutex_);
     for (auto const& p : pools_)
       if (auto* typed = dynamic_cast<pool<View>*>(p.get())) return *typed;
-    pools_.push_back(std::make_unique<pool<View>>());
+    pools_.push_back(std::make_unique<pool<View>>(ledger_));
     return static_cast<pool<View>&>(*pools_.back());
   }
 
@@ -156,6 +171,7 @@ class result_pools {
   }
 
  private:
+  std::shared_ptr<memory_ledger> ledger_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<pool_base>> pools_;
 };
@@ -178,5 +194,18 @@ struct cached_results {
 
 // Frees the op results kept for reuse that nothing references (not collective).
 inline void release_cached_results(device_mesh const& mesh) { mesh.state<detail::result_pools>().release_idle(); }
+
+namespace detail {
+
+// Takes x's shard out of the mesh's result pool, if it came from there: its
+// memory is then the caller's alone, never handed out again, and no longer
+// counted as activations.
+template <class T, std::size_t Rank, class MemorySpace>
+void take_result(dynamic_dtensor<T, Rank, MemorySpace> const& x) {
+  using view = typename dynamic_dtensor<T, Rank, MemorySpace>::view_type;
+  x.mesh().template state<result_pools>().template of<view>().take(x.local());
+}
+
+}  // namespace detail
 
 }  // namespace shardmesh::ops

@@ -3,7 +3,8 @@
 // logits as rows [rows, n] holding classes [offset, offset + n) of each row.
 // The row max, the sum of exponentials and the target's logit combine
 // across the ranks that share a row (max, sum, sum); these kernels compute
-// each rank's part and, given the combined values, the gradient.
+// each rank's part and, given the combined values, the gradient. A negative
+// target marks a row that does not count (padding): its gradient is 0.
 
 #include "shardmesh/ops/local/reshape.hpp"
 
@@ -42,7 +43,7 @@ void cross_entropy_parts(ExecSpace const& exec, X const& x, M const& max, Target
       });
 }
 
-// dx[r][j] = scale * (exp(x[r][j] - max[r]) / sum_exp[r] - [j + offset == target[r]]).
+// dx[r][j] = scale * (exp(x[r][j] - max[r]) / sum_exp[r] - [j + offset == target[r]]), 0 if target[r] < 0.
 template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> M, local_view<1, ExecSpace> S,
           local_view<1, ExecSpace> Target, local_view<2, ExecSpace> DX>
 void cross_entropy_backward(ExecSpace const& exec, X const& x, M const& max, S const& sum_exp, Target const& target,
@@ -55,7 +56,7 @@ void cross_entropy_backward(ExecSpace const& exec, X const& x, M const& max, S c
       KOKKOS_LAMBDA(std::size_t r, std::size_t j) {
         T const p = Kokkos::exp(x(r, j) - max(r)) / sum_exp(r);
         T const hit = static_cast<std::size_t>(target(r)) == j + offset ? T(1) : T(0);
-        dx(r, j) = scale * (p - hit);
+        dx(r, j) = target(r) < 0 ? T(0) : scale * (p - hit);
       });
 }
 

@@ -12,14 +12,18 @@
 // (contiguous: dimension 0 is the outermost), so that MPI's reduce-scatter
 // with those counts leaves each rank exactly its blocks of the reduced
 // layout. An all-reduce runs in place on the concatenated blocks. The
-// buffers are the bucket's own, recorded as workspace.
+// reduce-scatter is MPI's or the ring on point-to-point messages, whichever
+// the mesh measured faster for this size (runtime/collective_tuning.hpp).
+// The buffers are the bucket's own, recorded as workspace.
 
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/comm/all_reduce.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/request.hpp"
+#include "shardmesh/comm/ring_reduce_scatter.hpp"
 #include "shardmesh/parallel/detail/trainable.hpp"
+#include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
@@ -43,8 +47,10 @@ class gradient_bucket {
   using exec_type = execution_space_of<MemorySpace>;
 
   // members: parameters whose reduction plan is one step of the same kind
-  // on axis dp, in the order backward completes their gradients.
-  gradient_bucket(std::vector<member*> members, std::size_t dp) : members_(std::move(members)) {
+  // on axis dp, in the order backward completes their gradients. tag: a
+  // number the bucket's messages carry, different for each bucket of the
+  // same dp group and the same on every rank.
+  gradient_bucket(std::vector<member*> members, std::size_t dp, int tag) : members_(std::move(members)), tag_(tag) {
     device_mesh const& mesh = members_.front()->mesh();
     group_ = &mesh.group(axis_set::of(dp));
     n_ = static_cast<std::size_t>(group_->size());
@@ -76,7 +82,7 @@ class gradient_bucket {
     for (member const* m : members_) s = std::min(s, m->stage());
     return s;
   }
-  [[nodiscard]] bool started() const { return pending_.has_value(); }
+  [[nodiscard]] bool started() const { return pending_.has_value() || ring_.has_value(); }
 
   // Packs the members' accumulated gradients (then drops them) and posts
   // the collective.
@@ -86,8 +92,11 @@ class gradient_bucket {
       for (member* m : members_) at = copy(exec, part(m->accumulated(), *m, q), send_, at);
     for (member* m : members_) m->zero_grad();
     exec.fence("shardmesh::gradient_bucket");
+    collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
     if (kind_ == step_kind::all_reduce)
       pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
+    else if (tuning.reduce_scatter<T, MemorySpace>(*group_, counts_, exec) == reduce_scatter_algorithm::ring)
+      ring_.emplace(*group_, send_, recv_, counts_, tag_, exec);
     else
       pending_.emplace(ireduce_scatter_v(*group_, send_, recv_, counts_, reduce_op::sum, completion::deferred, exec));
   }
@@ -95,12 +104,15 @@ class gradient_bucket {
   // Advances the collective without blocking.
   void progress() {
     if (pending_) pending_->test();
+    if (ring_) ring_->test();
   }
 
   // Waits for the collective and gives each member its reduced gradient.
   void finish(exec_type const& exec) {
-    pending_->wait();
+    if (pending_) pending_->wait();
+    if (ring_) ring_->wait();
     pending_.reset();
+    ring_.reset();
     flat_view const from = kind_ == step_kind::all_reduce ? send_ : recv_;
     std::size_t at = 0;
     for (member* m : members_) {
@@ -135,6 +147,7 @@ class gradient_bucket {
   }
 
   std::vector<member*> members_;
+  int tag_;
   communicator const* group_ = nullptr;
   std::size_t n_ = 1, me_ = 0;
   step_kind kind_ = step_kind::all_reduce;
@@ -142,6 +155,7 @@ class gradient_bucket {
   flat_view send_, recv_;
   ledger_entry buffers_;
   std::optional<request> pending_;
+  std::optional<ring_reduce_scatter<T, MemorySpace>> ring_;
 };
 
 }  // namespace shardmesh::parallel::detail

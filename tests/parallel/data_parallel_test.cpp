@@ -1,0 +1,281 @@
+// What a data-parallel step communicates and holds: one reduction per
+// gradient bucket and none before the last micro-batch, with the bytes the
+// algebra predicts; ZeRO-3 gathering each stage's parameters for its
+// forward and again for its backward, and freeing them; and the memory
+// ledger's peaks equal to each stage's formula, computed here from the
+// layouts' shard geometry (uneven shards: hidden 10, vocabulary 50, MLP 18
+// and sequence 5 over dp = 3 or 4). Runs on 2 to 4 ranks (dp = the ranks,
+// and dp = 2 x tp = 2 on 4).
+#include "mpi_test.hpp"
+#include "reference_gpt.hpp"
+
+#include <shardmesh/algebra/plan_traffic.hpp>
+#include <shardmesh/parallel/gpt.hpp>
+#include <shardmesh/parallel/trainer.hpp>
+#include <shardmesh/shardmesh.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace shardmesh;
+namespace ref = shardmesh::test::reference;
+using parallel::zero_stage;
+
+namespace {
+
+using host = Kokkos::HostSpace;
+using model_type = parallel::gpt<float, host>;
+using trainer_type = parallel::trainer<model_type>;
+
+ref::config tiny(std::size_t batch) {
+  ref::config c;
+  c.V = 50;
+  c.T = 5;
+  c.C = 10;
+  c.H = 3;
+  c.D = 4;
+  c.F = 18;
+  c.L = 2;
+  c.B = batch;
+  return c;
+}
+
+struct fixture {
+  ref::config c;
+  device_mesh mesh;
+  model_type model;
+  std::vector<trainer_type::micro_batch> batch;
+
+  fixture(std::size_t dp, std::size_t tp, std::size_t accumulation)
+      : c(tiny(2 * dp * accumulation)),
+        mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}}),
+        model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false}, values(c)) {
+    auto const tokens = ref::make_tokens(c, 3, 1);
+    std::size_t const per_step = c.B / accumulation;
+    for (std::size_t a = 0; a < accumulation; ++a) {
+      Kokkos::View<int**, Kokkos::LayoutRight, host> ids("ids", per_step, c.T);
+      std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(a * per_step * c.T), per_step * c.T, ids.data());
+      auto const t = distribute<host>(mesh, model.layouts().ids, ids);
+      batch.push_back({t, t});
+    }
+  }
+
+  static parallel::parameter_source values(ref::config const& c) {
+    std::map<std::string, std::vector<double>> all;
+    ref::parameters const p = ref::init_parameters(c, 4);
+    ref::for_each_parameter(c, p,
+                            [&](std::string const& name, std::vector<double> const& v, auto const&) { all[name] = v; });
+    return [all](std::string const& name) { return all.at(name); };
+  }
+
+  // The model stage of a parameter: "wte", "wpe" 0; "h<l>." l + 1; the rest L + 1.
+  [[nodiscard]] std::size_t stage_of(std::string const& name) const {
+    if (name == "wte" || name == "wpe") return 0;
+    if (name[0] == 'h') return std::stoul(name.substr(1)) + 1;
+    return c.L + 1;
+  }
+};
+
+// Elements this rank holds of each parameter under its compute layout and
+// under the compute layout with "dp" appended to dimension 0.
+struct shard_sizes {
+  std::map<std::string, std::size_t> compute, sharded;
+};
+shard_sizes sizes_of(fixture& f) {
+  shard_sizes s;
+  mesh_shape const& mesh = f.mesh.shape();
+  f.model.for_each_parameter([&](std::string const& name, auto& p) {
+    bound_layout const compute = bind(mesh, p.layout_of());
+    bound_layout sharded = compute;
+    sharded.dims[0].axes[sharded.dims[0].count++] = static_cast<unsigned char>(mesh.find("dp"));
+    s.compute[name] = local_size(mesh, compute, p.global_extents(), f.mesh.rank());
+    s.sharded[name] = local_size(mesh, sharded, p.global_extents(), f.mesh.rank());
+  });
+  return s;
+}
+
+std::size_t sum(std::map<std::string, std::size_t> const& m) {
+  std::size_t total = 0;
+  for (auto const& [name, n] : m) total += n;
+  return total;
+}
+
+// Collectives of one kind, counted in consecutive windows: each ends with
+// the "after" event of stage `last` in `phase` and starts where the
+// previous window of any counter ended (or at start()).
+struct window_counter {
+  std::string kind, phase;
+  std::size_t last;
+  std::vector<collective_count> seen;
+  collective_count at_start;
+
+  void start(device_mesh const& mesh) { at_start = mesh.counters()[kind]; }
+  void operator()(device_mesh const& mesh, model_type::stage_event const& e) {
+    if (e.phase != phase || e.before || e.stage != last) return;
+    collective_count const now = mesh.counters()[kind];
+    seen.push_back({now.calls - at_start.calls, now.bytes_sent - at_start.bytes_sent,
+                    now.bytes_received - at_start.bytes_received});
+    at_start = now;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("gradients reduce once per bucket, on the last micro-batch only, with the algebra's bytes",
+          "[parallel][data_parallel]") {
+  auto const dp = static_cast<std::size_t>(test::world_size());
+  if (dp < 2) return;
+  for (auto const& [stage, algorithm] : {std::pair(zero_stage::none, reduce_scatter_algorithm::automatic),
+                                         std::pair(zero_stage::gradients, reduce_scatter_algorithm::mpi),
+                                         std::pair(zero_stage::gradients, reduce_scatter_algorithm::ring)}) {
+    INFO("ZeRO-" << static_cast<int>(stage) << ", reduce-scatter algorithm " << static_cast<int>(algorithm));
+    fixture f(dp, 1, 3);
+    f.mesh.state<collective_tuning>().prefer(algorithm);
+    trainer_type train(f.model, f.mesh, {.stage = stage, .bucket_bytes = 2048});
+    std::string const kind = stage == zero_stage::none ? "all_reduce" : "reduce_scatter";
+    window_counter count{kind, "backward", 0, {}, {}};
+    train.trace([&](auto const& e) {
+      if (e.before && e.stage == f.c.L + 2 && e.phase == "backward") count.start(f.mesh);
+      count(f.mesh, e);
+    });
+    (void)train.step(f.batch);
+    REQUIRE(count.seen.size() == 3);
+    CHECK(count.seen[0].calls == 0);
+    CHECK(count.seen[1].calls == 0);
+    CHECK(train.bucket_count() > 1);
+    CHECK(count.seen[2].calls == train.bucket_count());
+    // Bytes received. MPI's reduce-scatter: the algebra's for each
+    // parameter's reduction ((n-1) blocks of the result into each rank). The
+    // ring: per bucket, every block but the left neighbour's. The all-reduce:
+    // the fused buffer's bandwidth-optimal all-reduce.
+    shard_sizes const sizes = sizes_of(f);
+    std::map<std::string, std::vector<std::size_t>> blocks;  // each parameter's elements per dp rank
+    std::uint64_t want = 0;
+    f.model.for_each_parameter([&](std::string const& name, auto& p) {
+      std::size_t row = 1;
+      for (std::size_t d = 1; d < p.value().rank; ++d) row *= p.global_extents()[d];
+      for (std::size_t q = 0; q < dp; ++q)
+        blocks[name].push_back(block_part(p.global_extents()[0], dp, q).size() * row);
+      if (algorithm != reduce_scatter_algorithm::mpi) return;
+      bound_layout const accumulate = bind(f.mesh.shape(), p.accumulation_layout());
+      bound_layout reduced = bind(f.mesh.shape(), p.layout_of());
+      reduced.dims[0].axes[reduced.dims[0].count++] = 0;
+      auto const plan = f.mesh.plan(accumulate, reduced);
+      REQUIRE(plan->size() == 1);
+      want += received(f.mesh.shape(), (*plan)[0], p.global_extents(), f.mesh.rank()) * sizeof(float);
+    });
+    std::size_t const left = (f.mesh.rank() + dp - 1) % dp;
+    for (auto const& members : train.bucket_members()) {
+      std::size_t elements = 0, left_block = 0;
+      for (std::string const& name : members) {
+        elements += sizes.compute.at(name);
+        left_block += blocks.at(name)[left];
+      }
+      if (stage == zero_stage::none)
+        want += shardmesh::detail::all_reduce_moved(f.mesh.group(axis_set::of(0)), elements) * sizeof(float);
+      else if (algorithm == reduce_scatter_algorithm::ring)
+        want += (elements - left_block) * sizeof(float);
+    }
+    CHECK(count.seen[2].bytes_received == want);
+  }
+}
+
+TEST_CASE("ZeRO-3 gathers each stage's parameters for its forward and its backward, then frees them",
+          "[parallel][data_parallel]") {
+  auto const dp = static_cast<std::size_t>(test::world_size());
+  if (dp < 2) return;
+  fixture f(dp, 1, 2);
+  trainer_type train(f.model, f.mesh, {.stage = zero_stage::parameters});
+  // Forward windows end after the loss, backward ones after the embedding.
+  window_counter forward{"all_gather", "forward", f.c.L + 2, {}, {}};
+  window_counter backward{"all_gather", "backward", 0, {}, {}};
+  std::size_t still_gathered = 0;
+  forward.start(f.mesh);
+  train.trace([&](auto const& e) {
+    forward(f.mesh, e);
+    backward(f.mesh, e);
+    if (!e.before && e.phase == "forward" && e.stage == f.c.L + 2) backward.start(f.mesh);
+    if (!e.before && e.phase == "backward" && e.stage == 0) forward.start(f.mesh);
+    if (!e.before && e.stage == 0 && e.phase == "backward")
+      f.model.for_each_parameter([&](std::string const&, auto& p) { still_gathered += p.gathered() ? 1 : 0; });
+  });
+  (void)train.step(f.batch);
+  std::size_t parameters = 0;
+  std::uint64_t bytes = 0;
+  f.model.for_each_parameter([&](std::string const&, auto& p) {
+    ++parameters;
+    auto const plan = f.mesh.plan(p.stored().bound(), bind(f.mesh.shape(), p.layout_of()));
+    for (std::size_t i = 0; i < plan->size(); ++i)
+      bytes += received(f.mesh.shape(), (*plan)[i], p.global_extents(), f.mesh.rank()) * sizeof(float);
+  });
+  REQUIRE(forward.seen.size() == 2);
+  REQUIRE(backward.seen.size() == 2);
+  for (auto const& seen : {forward.seen[0], forward.seen[1], backward.seen[0], backward.seen[1]}) {
+    CHECK(seen.calls == parameters);
+    CHECK(seen.bytes_received == bytes);
+  }
+  CHECK(still_gathered == 0);
+}
+
+TEST_CASE("the memory ledger's peaks equal each ZeRO stage's formula, uneven shards included",
+          "[parallel][data_parallel]") {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  if (n < 2) return;
+  std::vector<std::pair<std::size_t, std::size_t>> meshes{{n, 1}};
+  if (n == 4) meshes.emplace_back(2, 2);
+  for (auto const& [dp, tp] : meshes)
+    for (std::size_t accumulation : {1, 2})
+      for (zero_stage stage :
+           {zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients, zero_stage::parameters}) {
+        auto const s = static_cast<unsigned>(stage);
+        INFO("dp=" << dp << " tp=" << tp << " accumulation " << accumulation << " ZeRO-" << s);
+        fixture f(dp, tp, accumulation);
+        trainer_type train(f.model, f.mesh, {.stage = stage, .bucket_bytes = 1500});
+        (void)train.step(f.batch);
+        (void)train.step(f.batch);
+        shard_sizes const sizes = sizes_of(f);
+        auto const bytes = [](std::size_t elements) { return elements * sizeof(float); };
+        std::size_t const compute = sum(sizes.compute), sharded = sum(sizes.sharded);
+        std::size_t const stored = s >= 3 ? sharded : compute, reduced = s >= 2 ? sharded : compute,
+                          state = s >= 1 ? sharded : compute;
+        // Each model stage's compute-layout elements: ZeRO-3 holds two adjacent stages gathered at once.
+        std::vector<std::size_t> per_stage(f.c.L + 3, 0);
+        for (auto const& [name, elements] : sizes.compute) per_stage[f.stage_of(name)] += elements;
+        std::size_t gathered = 0;
+        for (std::size_t i = 0; i + 1 < per_stage.size(); ++i)
+          gathered = std::max(gathered, per_stage[i] + per_stage[i + 1]);
+        // Unreduced gradients during the last backward: each stage's appear, each bucket's go when it starts.
+        std::size_t unreduced = compute;
+        if (accumulation == 1) {
+          std::size_t alive = 0;
+          unreduced = 0;
+          auto const buckets = train.bucket_members();
+          for (std::size_t stage_index = per_stage.size(); stage_index-- > 0;) {
+            alive += per_stage[stage_index];
+            unreduced = std::max(unreduced, alive);
+            for (auto const& members : buckets) {
+              std::size_t lowest = per_stage.size();
+              for (std::string const& name : members) lowest = std::min(lowest, f.stage_of(name));
+              if (lowest != stage_index) continue;
+              for (std::string const& name : members) alive -= sizes.compute.at(name);
+            }
+          }
+        }
+        parallel::memory_report const& r = train.memory();
+        using enum memory_category;
+        for (char const* phase : {"forward", "backward"})
+          CHECK(r[phase].peak_of(parameters) == bytes(stored + (s >= 3 ? gathered : 0)));
+        CHECK(r["backward"].peak_of(gradients) == bytes(unreduced));
+        CHECK(r["reduction"].peak_of(gradients) == bytes(reduced));
+        CHECK(r["update"].peak_of(parameters) == bytes(stored));
+        CHECK(r["update"].peak_of(gradients) == bytes(reduced));
+        CHECK(r["update"].end_of(gradients) == 0);
+        CHECK(r["update"].peak_of(optimizer_state) == bytes(2 * state));
+        CHECK(r["update"].end_of(optimizer_state) == bytes(2 * state));
+        CHECK(r["update"].end_of(parameters) == bytes(stored));
+      }
+}
