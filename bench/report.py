@@ -4,14 +4,15 @@
     bench/report.py RESULTS.json... [--markdown FILE] [--figures DIR] [--readme FILE]...
 
 RESULTS are Google Benchmark JSON files of bench_transitions (one per rank
-count), optionally of bench/dtensor_transitions.py, and of
-bench_transformer_block. Transition names are
+count), optionally of bench/dtensor_transitions.py, of
+bench_transformer_block and of bench_data_parallel. Transition names are
 kind/mesh/from->to/size/implementation; the transformer block's are
-block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation.
+block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation;
+data parallelism's reduce_scatter/size/implementation and dp_step/model/stage.
 Times are medians over repetitions (rounds); ratios are medians of the ratios
 of runs taken side by side. Each --readme FILE has the part between each pair
 of results markers it holds replaced by the section of those results:
-transition results, transformer block results, gemm results.
+transition results, transformer block results, gemm results, data parallel results.
 """
 import argparse
 import json
@@ -25,6 +26,8 @@ END = "<!-- transition results end -->"
 BLOCK_MARKERS = ("<!-- transformer block results begin -->", "<!-- transformer block results end -->")
 GEMM_MARKERS = ("<!-- gemm results begin -->", "<!-- gemm results end -->")
 BLOCK_KINDS = ("block", "gemm")
+DP_MARKERS = ("<!-- data parallel results begin -->", "<!-- data parallel results end -->")
+DP_KINDS = ("reduce_scatter", "dp_step")
 SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
@@ -37,8 +40,8 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS for b in data["benchmarks"]):
-            continue  # the transformer block's: load_block
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS for b in data["benchmarks"]):
+            continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
             if b.get("run_type") != "iteration" or b.get("error_occurred"):
@@ -297,6 +300,72 @@ def block_summary(results):
     return "\n".join(lines)
 
 
+def load_data_parallel(paths):
+    """{(ranks, kind, case): {impl: [{"ms": ..., counters...} per round]}} and the contexts."""
+    results = defaultdict(lambda: defaultdict(list))
+    contexts = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        found = False
+        for b in data["benchmarks"]:
+            parts = b["run_name"].split("/")
+            if b.get("run_type") != "iteration" or b.get("error_occurred") or parts[0] not in DP_KINDS:
+                continue
+            found = True
+            ranks = data.get("context", {}).get("mpi_ranks", path)
+            row = {k: v for k, v in b.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            row["ms"] = b["real_time"] * TO_MS[b.get("time_unit", "ns")]
+            results[(ranks, parts[0], parts[1])][parts[2]].append(row)
+        if found:
+            contexts.append(data.get("context", {}))
+    return results, contexts
+
+
+def dp_ratio(rounds_a, rounds_b):
+    """Median over rounds of a's time over b's (rounds run side by side, in order)."""
+    return statistics.median(a["ms"] / b["ms"] for a, b in zip(rounds_a, rounds_b))
+
+
+def data_parallel_section(results):
+    lines, rows = [], ["| ranks | gradient buffer | shardmesh ms | algorithm chosen | ring ms | MPI_Reduce_scatter_block ms | "
+                       "MPI_Allreduce ms | shardmesh / all-reduce | MPI reduce-scatter / all-reduce |", "|" + "---|" * 9]
+    met = []
+    for key in sorted((k for k in results if k[1] == "reduce_scatter"), key=lambda k: (str(k[0]), SIZES[k[2]])):
+        ranks, _, size = key
+        r = results[key]
+        if not all(i in r for i in ("shardmesh", "ring", "mpi_reduce_scatter", "mpi_allreduce")):
+            continue
+        ours = dp_ratio(r["shardmesh"], r["mpi_allreduce"])
+        theirs = dp_ratio(r["mpi_reduce_scatter"], r["mpi_allreduce"])
+        ring = statistics.median(x.get("ring", 0) for x in r["shardmesh"]) >= 0.5
+        med = lambda impl: fmt_ms(statistics.median(x["ms"] for x in r[impl]))
+        rows.append("| " + " | ".join([str(ranks), size, med("shardmesh"), "ring" if ring else "MPI", med("ring"),
+                                       med("mpi_reduce_scatter"), med("mpi_allreduce"), f"{ours:.2f}",
+                                       f"{theirs:.2f}"]) + " |")
+        if SIZES[size] >= 4 << 20:
+            met.append((ranks, size, ours))
+    if met:
+        within = [m for m in met if m[2] <= 0.6]
+        lines.append(f"- gradient reduce-scatter at most 0.6x MPI_Allreduce of the same buffer at >= 4 MiB: "
+                     f"{len(within)} of {len(met)} cases; " + ", ".join(f"{size} on {ranks} ranks: {ratio:.2f}x"
+                                                                     for ranks, size, ratio in met))
+    steps = ["| ranks | model | ZeRO | compute ms | communication ms | step, overlapped ms | step, reductions after "
+             "backward ms | exposed communication | buckets |", "|" + "---|" * 9]
+    for key in sorted((k for k in results if k[1] == "dp_step"), key=lambda k: str(k[0])):
+        ranks, _, model = key
+        for stage, rounds in sorted(results[key].items()):
+            c = lambda name: statistics.median(x[name] for x in rounds)
+            steps.append("| " + " | ".join([str(ranks), model.replace("_", " "), stage.replace("zero", ""),
+                                            f"{c('compute_ms'):.1f}", f"{c('communication_ms'):.1f}",
+                                            f"{c('step_ms'):.1f}", f"{c('sequential_ms'):.1f}",
+                                            f"{100 * c('exposed_share'):.0f}%", f"{c('buckets'):.0f}"]) + " |")
+            lines.append(f"- data-parallel step on {ranks} ranks, ZeRO-{stage.replace('zero', '')}: "
+                         f"{100 * c('exposed_share'):.0f}% of {c('communication_ms'):.1f} ms of communication exposed "
+                         f"(step {c('step_ms'):.1f} ms, compute {c('compute_ms'):.1f} ms)")
+    return "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n\n" + "\n".join(steps) + "\n"
+
+
 def replace_between(text, markers, section):
     begin, end = markers
     head, rest = text.split(begin, 1)
@@ -315,7 +384,8 @@ def main():
     args = parser.parse_args()
     results, contexts = load(args.results)
     block, block_contexts = load_block(args.results)
-    if not results and not block:
+    dp, dp_contexts = load_data_parallel(args.results)
+    if not results and not block and not dp:
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -325,6 +395,8 @@ def main():
         sections[BLOCK_MARKERS] = head + block_table(block) + "\n"
         if any(k[0] == "gemm" for k in block):
             sections[GEMM_MARKERS] = f"Produced by `{args.command}` on {machine(block_contexts)}.\n\n{gemm_table(block)}\n"
+    if dp:
+        sections[DP_MARKERS] = f"Produced by `{args.command}` on {machine(dp_contexts)}.\n\n{data_parallel_section(dp)}"
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -336,7 +408,7 @@ def main():
     for path in args.readme:
         with open(path) as f:
             readme = f.read()
-        if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS)):
+        if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:
