@@ -46,17 +46,6 @@ using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
 using buffer = Kokkos::View<float*, host>;
 
-std::size_t world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return static_cast<std::size_t>(s);
-}
-
-double max_over_ranks(double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return v;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -173,10 +162,9 @@ void register_all() {
     std::string const suffix = rounds() > 1 ? "/round:" + std::to_string(round) : "";
     for (std::size_t mib : {1, 4, 16, 64})
       for (char const* impl : {"shardmesh", "ring", "mpi_reduce_scatter", "mpi_allreduce"})
-        benchmark::RegisterBenchmark("reduce_scatter/" + std::to_string(mib) + "MiB/" + impl + suffix,
-                                     [mib, impl = std::string(impl)](benchmark::State& state) {
-                                       reduce_scatter_case(state, mib << 20, impl);
-                                     })
+        benchmark::RegisterBenchmark(
+            "reduce_scatter/" + std::to_string(mib) + "MiB/" + impl + suffix,
+            [mib, impl = std::string(impl)](benchmark::State& state) { reduce_scatter_case(state, mib << 20, impl); })
             ->UseManualTime()
             ->Iterations(mib >= 16 ? 10 : 30)
             ->Unit(benchmark::kMillisecond);

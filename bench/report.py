@@ -173,33 +173,44 @@ def figure(results, directory):
         fig.savefig(f"{directory}/transition_ratios.{ext}", dpi=110)
 
 
-def load_block(paths):
-    """{(kind, run, what, detail): {impl: {"ms": [...], "rounds": {field: {round: value}}, "counters": {field: [...]}}}}
-    and the contexts of the files that had any; a round is a round:k or a repetition of one file."""
-    results = defaultdict(lambda: defaultdict(lambda: {"ms": [], "rounds": defaultdict(dict), "counters": defaultdict(list)}))
-    contexts = []
+def iterations(paths, kinds):
+    """The timed runs of benchmarks whose names start with one of kinds, as (path, context, benchmark, name
+    parts, ms), and the contexts of the files that had any."""
+    runs, contexts = [], []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         found = False
         for b in data["benchmarks"]:
             parts = b["run_name"].split("/")
-            if b.get("run_type") != "iteration" or b.get("error_occurred") or parts[0] not in BLOCK_KINDS:
+            if b.get("run_type") != "iteration" or b.get("error_occurred") or parts[0] not in kinds:
                 continue
             found = True
-            kind, run, what, detail, impl = parts[:5]
-            rounds = [p for p in parts[5:] if p.startswith("round:")]
-            round_ = (path, rounds[0] if rounds else b.get("repetition_index", 0))
-            ms = b["real_time"] * TO_MS[b.get("time_unit", "ns")]
-            r = results[(kind, run, what, detail)][impl]
-            r["ms"].append(ms)
-            r["rounds"]["ms"][round_] = ms
-            for k, v in b.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    r["counters"][k].append(v)
-                    r["rounds"][k][round_] = v
+            runs.append((path, data.get("context", {}), b, parts, b["real_time"] * TO_MS[b.get("time_unit", "ns")]))
         if found:
             contexts.append(data.get("context", {}))
+    return runs, contexts
+
+
+def numbers(b):
+    return {k: v for k, v in b.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def load_block(paths):
+    """{(kind, run, what, detail): {impl: {"ms": [...], "rounds": {field: {round: value}}, "counters": {field: [...]}}}}
+    and the contexts of the files that had any; a round is a round:k or a repetition of one file."""
+    results = defaultdict(lambda: defaultdict(lambda: {"ms": [], "rounds": defaultdict(dict), "counters": defaultdict(list)}))
+    runs, contexts = iterations(paths, BLOCK_KINDS)
+    for path, _, b, parts, ms in runs:
+        kind, run, what, detail, impl = parts[:5]
+        rounds = [p for p in parts[5:] if p.startswith("round:")]
+        round_ = (path, rounds[0] if rounds else b.get("repetition_index", 0))
+        r = results[(kind, run, what, detail)][impl]
+        r["ms"].append(ms)
+        r["rounds"]["ms"][round_] = ms
+        for k, v in numbers(b).items():
+            r["counters"][k].append(v)
+            r["rounds"][k][round_] = v
     return results, contexts
 
 
@@ -301,24 +312,11 @@ def block_summary(results):
 
 
 def load_data_parallel(paths):
-    """{(ranks, kind, case): {impl: [{"ms": ..., counters...} per round]}} and the contexts."""
+    """{(ranks, kind, case): {impl: [{"ms": ..., counters...} per round, in order]}} and the contexts."""
     results = defaultdict(lambda: defaultdict(list))
-    contexts = []
-    for path in paths:
-        with open(path) as f:
-            data = json.load(f)
-        found = False
-        for b in data["benchmarks"]:
-            parts = b["run_name"].split("/")
-            if b.get("run_type") != "iteration" or b.get("error_occurred") or parts[0] not in DP_KINDS:
-                continue
-            found = True
-            ranks = data.get("context", {}).get("mpi_ranks", path)
-            row = {k: v for k, v in b.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            row["ms"] = b["real_time"] * TO_MS[b.get("time_unit", "ns")]
-            results[(ranks, parts[0], parts[1])][parts[2]].append(row)
-        if found:
-            contexts.append(data.get("context", {}))
+    runs, contexts = iterations(paths, DP_KINDS)
+    for path, context, b, parts, ms in runs:
+        results[(context.get("mpi_ranks", path), parts[0], parts[1])][parts[2]].append({**numbers(b), "ms": ms})
     return results, contexts
 
 

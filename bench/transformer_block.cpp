@@ -77,23 +77,6 @@ using host = Kokkos::HostSpace;
 using block_type = parallel::transformer_block<float, host>;
 using activation = block_type::activation;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-double max_over_ranks(double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return v;
-}
-
 // Rounds of every case: SHARDMESH_BENCH_ROUNDS (default 1), as in transitions.cpp.
 std::size_t rounds() {
   char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
@@ -665,7 +648,7 @@ void time_step(benchmark::State& state, Forward&& forward, Backward&& backward) 
 void set_common(benchmark::State& state, block_case const& c, double collectives, double all_reduce_bytes) {
   state.counters["collectives"] = collectives;
   state.counters["flops"] = products(c.dims).step_flops();
-  state.counters["ranks"] = world_size();
+  state.counters["ranks"] = static_cast<double>(world_size());
   state.SetBytesProcessed(static_cast<std::int64_t>(all_reduce_bytes * static_cast<double>(state.iterations())));
 }
 
@@ -773,7 +756,7 @@ void run_gemm(benchmark::State& state, product const& p, bool shardmesh_side) {
   else
     time_max_over_ranks(state, [&] { g.theirs(); });
   state.counters["flops"] = p.flops();
-  state.counters["ranks"] = world_size();
+  state.counters["ranks"] = static_cast<double>(world_size());
   double const bytes = double(g.a.size() + g.b.size() + g.c_ours.size()) * sizeof(float);
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes * static_cast<double>(state.iterations())));
 }
@@ -786,7 +769,7 @@ std::int64_t gemm_iterations(product const& p) {
 // ---------------------------------------------------------------------------
 
 void register_all() {
-  int const ranks = world_size();
+  auto const ranks = static_cast<int>(world_size());
   ops::detail::set_blas_threads_once();  // the hand-written calls follow the same thread rule
   Kokkos::push_finalize_hook([] {
     cases().clear();

@@ -36,23 +36,6 @@ using tensor = dynamic_dtensor<float, 2>;
 
 constexpr std::size_t edges[] = {128, 256, 512, 1024, 2048, 4096};  // 64 KiB to 64 MiB
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-std::size_t world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return static_cast<std::size_t>(s);
-}
-
-double max_over_ranks(double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return v;
-}
-
 std::string mesh_label(mesh_shape const& m) {
   std::string out;
   for (std::size_t a = 0; a < m.ndim; ++a) out += (a ? "x" : "") + std::to_string(m.extent(a));

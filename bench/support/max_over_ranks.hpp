@@ -6,7 +6,27 @@
 
 #include <mpi.h>
 
+#include <cstddef>
+
 namespace shardmesh::bench {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline std::size_t world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return static_cast<std::size_t>(s);
+}
+
+// The largest of the ranks' values, on every rank.
+inline double max_over_ranks(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
 
 // Runs body() once per benchmark iteration between barriers and reports the
 // slowest rank's time. Use with ->UseManualTime().

@@ -7,7 +7,7 @@
 // and sequence 5 over dp = 3 or 4). Runs on 2 to 4 ranks (dp = the ranks,
 // and dp = 2 x tp = 2 on 4).
 #include "mpi_test.hpp"
-#include "reference_gpt.hpp"
+#include "small_gpt.hpp"
 
 #include <shardmesh/algebra/plan_traffic.hpp>
 #include <shardmesh/parallel/gpt.hpp>
@@ -31,19 +31,6 @@ using host = Kokkos::HostSpace;
 using model_type = parallel::gpt<float, host>;
 using trainer_type = parallel::trainer<model_type>;
 
-ref::config tiny(std::size_t batch) {
-  ref::config c;
-  c.V = 50;
-  c.T = 5;
-  c.C = 10;
-  c.H = 3;
-  c.D = 4;
-  c.F = 18;
-  c.L = 2;
-  c.B = batch;
-  return c;
-}
-
 struct fixture {
   ref::config c;
   device_mesh mesh;
@@ -51,7 +38,7 @@ struct fixture {
   std::vector<trainer_type::micro_batch> batch;
 
   fixture(std::size_t dp, std::size_t tp, std::size_t accumulation)
-      : c(tiny(2 * dp * accumulation)),
+      : c(test::small_gpt(2 * dp * accumulation, 5)),
         mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}}),
         model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false}, values(c)) {
     auto const tokens = ref::make_tokens(c, 3, 1);
@@ -65,11 +52,7 @@ struct fixture {
   }
 
   static parallel::parameter_source values(ref::config const& c) {
-    std::map<std::string, std::vector<double>> all;
-    ref::parameters const p = ref::init_parameters(c, 4);
-    ref::for_each_parameter(c, p,
-                            [&](std::string const& name, std::vector<double> const& v, auto const&) { all[name] = v; });
-    return [all](std::string const& name) { return all.at(name); };
+    return [all = test::by_name(c, ref::init_parameters(c, 4))](std::string const& name) { return all.at(name); };
   }
 
   // The model stage of a parameter: "wte", "wpe" 0; "h<l>." l + 1; the rest L + 1.

@@ -13,7 +13,7 @@
 // Runs on different tp degrees are each within this of the same reference,
 // hence within twice it of each other.
 #include "mpi_test.hpp"
-#include "reference_gpt.hpp"
+#include "small_gpt.hpp"
 
 #include <shardmesh/parallel/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -34,28 +34,8 @@ namespace {
 using host = Kokkos::HostSpace;
 constexpr double tolerance = 1e-4;
 
-ref::config tiny() {
-  ref::config c;
-  c.V = 50;
-  c.T = 6;
-  c.C = 10;
-  c.H = 3;
-  c.D = 4;
-  c.F = 18;
-  c.L = 2;
-  c.B = 2;
-  return c;
-}
-
 parallel::gpt_config config_of(ref::config const& c, bool sequence_parallel) {
   return {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, sequence_parallel};
-}
-
-std::map<std::string, std::vector<double>> by_name(ref::config const& c, ref::parameters const& p) {
-  std::map<std::string, std::vector<double>> out;
-  ref::for_each_parameter(c, p,
-                          [&](std::string const& name, std::vector<double> const& v, auto const&) { out[name] = v; });
-  return out;
 }
 
 dynamic_dtensor<int, 2, host> ids(device_mesh const& mesh, layout const& l, ref::config const& c,
@@ -114,14 +94,14 @@ run train_step(device_mesh const& mesh, ref::config const& c, bool sequence_para
 }  // namespace
 
 TEST_CASE("the tensor-parallel GPT equals the serial reference: loss, logits, every gradient", "[parallel][gpt]") {
-  ref::config const c = tiny();
+  ref::config const c = test::small_gpt(2, 6);
   ref::parameters const params = ref::init_parameters(c, 7);
   auto const tokens = ref::make_tokens(c, 7, 1);
   auto const targets = ref::make_tokens(c, 7, 2);
   ref::forward_result const want = ref::forward(c, params, tokens, targets);
   ref::gradients const grads = ref::backward(c, params, want, tokens, targets);
-  auto const values = by_name(c, params);
-  auto const want_grads = by_name(c, grads);
+  auto const values = test::by_name(c, params);
+  auto const want_grads = test::by_name(c, grads);
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
   std::vector<run> runs;
   for (bool sp : {false, true}) {

@@ -18,7 +18,7 @@
 // scale, is checked as well. Every configuration is within the tolerance of
 // the same reference, hence within 2e-5 of every other.
 #include "mpi_test.hpp"
-#include "reference_gpt.hpp"
+#include "small_gpt.hpp"
 
 #include <shardmesh/parallel/batch.hpp>
 #include <shardmesh/parallel/gpt.hpp>
@@ -45,25 +45,8 @@ constexpr double tolerance = 1e-5;
 constexpr std::size_t steps = 3;
 constexpr double clip = 0.5;
 
-ref::config tiny(std::size_t batch) {
-  ref::config c;
-  c.V = 50;
-  c.T = 5;
-  c.C = 10;
-  c.H = 3;
-  c.D = 4;
-  c.F = 18;
-  c.L = 2;
-  c.B = batch;
-  return c;
-}
-
-values by_name(ref::config const& c, ref::parameters const& p) {
-  values out;
-  ref::for_each_parameter(c, p,
-                          [&](std::string const& name, std::vector<double> const& v, auto const&) { out[name] = v; });
-  return out;
-}
+ref::config tiny(std::size_t batch) { return test::small_gpt(batch, 5); }
+using test::by_name;
 
 // The step's samples: tokens and targets [global][T]; padded, sample b
 // has 1 + (2b + step) mod T targets and padding (-1) after them.
