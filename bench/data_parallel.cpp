@@ -67,7 +67,7 @@ void reduce_scatter_case(benchmark::State& state, std::size_t bytes, std::string
   device_mesh const& mesh = world_mesh();
   std::size_t const n = world_size();
   std::size_t const block = bytes / sizeof(float) / n;
-  buffer data("data", block * n), recv("recv", block);
+  buffer data("data", block * n), recv("recv", block), scratch("scratch", block);
   communicator const& group = mesh.group(axis_set::of(0));
   std::vector<std::size_t> const counts(n, block);
   auto& tuning = mesh.state<collective_tuning>();
@@ -79,7 +79,7 @@ void reduce_scatter_case(benchmark::State& state, std::size_t bytes, std::string
     else if (impl == "mpi_reduce_scatter")
       MPI_Reduce_scatter_block(data.data(), recv.data(), static_cast<int>(block), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (ring)
-      ring_reduce_scatter<float, host>(group, data, recv, counts).wait();
+      ring_reduce_scatter<float, host>(group, data, recv, counts, 0, scratch).wait();
     else
       ireduce_scatter_v(group, data, recv, counts, reduce_op::sum).wait();
   });

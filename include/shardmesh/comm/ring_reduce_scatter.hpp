@@ -4,8 +4,9 @@
 // bound (Open MPI 5's is slower than its own all-reduce of the same buffer).
 // n-1 steps: in step k rank r sends its partial sum of block (r-1-k) mod n
 // to rank r+1, receives the partial sum of block (r-2-k) mod n from rank
-// r-1 and adds it into its own with a Kokkos kernel. After the last step
-// block r holds the sum of every rank's block r. Each rank sends every
+// r-1 and adds it into its own with a Kokkos kernel. The last step receives
+// block r itself straight into the result and adds this rank's block to it:
+// no copy at the end, and no scratch buffer on 2 ranks. Each rank sends every
 // block but its own once and receives every block but its left neighbour's
 // once: (n-1)/n of the buffer for equal blocks, the bound. Blocks may differ
 // in size. Counted as one "reduce_scatter" call with those bytes.
@@ -53,9 +54,11 @@ class ring_reduce_scatter {
 
   // data: this rank's contribution, block q of counts[q] elements after
   // block q-1; overwritten by partial sums. recv: counts[rank] elements, the
-  // reduced block. Posts the first step.
+  // reduced block. scratch: where the steps before the last receive, at
+  // least the largest count (allocated here if smaller; unused on 2 ranks):
+  // a caller that reduces often keeps one. Posts the first step.
   ring_reduce_scatter(communicator const& comm, view data, view recv, std::vector<std::size_t> counts, int tag = 0,
-                      execution_space_of<Space> const& exec = {})
+                      view scratch = {}, execution_space_of<Space> const& exec = {})
       : comm_(&comm),
         data_(std::move(data)),
         recv_(std::move(recv)),
@@ -67,8 +70,10 @@ class ring_reduce_scatter {
         r_(static_cast<std::size_t>(comm.rank())) {
     std::size_t const left = (r_ + n_ - 1) % n_;
     detail::count_call<T>(comm, "reduce_scatter", detail::sum_except(counts_, r_), detail::sum_except(counts_, left));
-    scratch_ = view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::ring_reduce_scatter"),
-                    *std::max_element(counts_.begin(), counts_.end()));
+    std::size_t const largest = *std::max_element(counts_.begin(), counts_.end());
+    scratch_ = n_ <= 2 || scratch.extent(0) >= largest
+                   ? std::move(scratch)
+                   : view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::ring_reduce_scatter"), largest);
     post();
   }
 
@@ -94,21 +99,32 @@ class ring_reduce_scatter {
   }
   [[nodiscard]] std::size_t received_block() const { return (r_ + 2 * n_ - 2 - k_) % n_; }
 
+  [[nodiscard]] bool last_step() const { return k_ + 2 == n_; }
+  // Where step k receives: the result in the last step, else scratch.
+  [[nodiscard]] view received() const {
+    if (last_step()) return recv_;
+    return Kokkos::subview(scratch_, std::pair(std::size_t{0}, counts_[received_block()]));
+  }
+
   void post() {
-    if (k_ + 1 >= n_) {  // done (or alone): block r is reduced
+    if (n_ == 1) {  // alone: its block is the sum
       Kokkos::deep_copy(exec_, recv_, block(r_));
       exec_.fence("shardmesh::ring_reduce_scatter");
       return;
     }
+    if (k_ + 1 >= n_) return;  // done
     std::size_t const sent = (r_ + 2 * n_ - 1 - k_) % n_;
-    view const into = Kokkos::subview(scratch_, std::pair(std::size_t{0}, counts_[received_block()]));
+    view const into = received();
     step_.emplace(detail::post_exchange(*comm_, block(sent), static_cast<int>((r_ + 1) % n_), into,
                                         static_cast<int>((r_ + n_ - 1) % n_), tag_, exec_));
   }
 
   void finish_step() {
     step_.reset();
-    detail::add_into(exec_, block(received_block()), scratch_);
+    if (last_step())
+      detail::add_into(exec_, recv_, block(r_));
+    else
+      detail::add_into(exec_, block(received_block()), scratch_);
     exec_.fence("shardmesh::ring_reduce_scatter");
     ++k_;
     post();

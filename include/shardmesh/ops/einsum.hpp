@@ -21,6 +21,7 @@
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local_gemm.hpp"
+#include "shardmesh/runtime/progress.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -233,6 +234,7 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
                 shardmesh::detail::extents_of(c.local()), shape, sa, sb, sc);
   local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, in_place ? T(1) : T(0), c.local().data(),
              sc);
+  shardmesh::progress(a.mesh());  // communication in flight moves between products (runtime/progress.hpp)
   if (in_place) return c;
   auto out = to_layout(c, plan.out, exec);
   if (add_to != nullptr) {

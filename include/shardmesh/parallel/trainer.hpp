@@ -11,7 +11,8 @@
 // bucket_bytes each, in the order backward produces them) whose reduction
 // starts as soon as the bucket's last gradient exists, and is advanced
 // between stages (MPI progresses non-blocking collectives only inside its
-// calls); all complete before the optimizer step. The loss of every
+// calls, which the trainer makes between stages and, through the mesh's
+// progress hook, after every product); all complete before the optimizer step. The loss of every
 // micro-batch is normalised by the number of target tokens of the whole
 // step that are not padding (a negative target), agreed on by every rank
 // before the first forward, so the update does not depend on how the batch
@@ -30,6 +31,7 @@
 #include "shardmesh/parallel/optimizer.hpp"
 #include "shardmesh/parallel/parameter.hpp"
 #include "shardmesh/parallel/state_sharding.hpp"
+#include "shardmesh/runtime/progress.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -114,7 +116,10 @@ class trainer {
   }
   trainer(trainer const&) = delete;
   trainer& operator=(trainer const&) = delete;
-  ~trainer() { model_->trace({}); }
+  ~trainer() {
+    model_->trace({});
+    mesh_.state<progress_hook>().set({});
+  }
 
   // Called like the model's trace hook, for the stages of every micro-batch.
   void trace(typename Model::trace_hook hook) { user_trace_ = std::move(hook); }
@@ -142,6 +147,9 @@ class trainer {
     if (tokens == 0) throw invalid_batch_error("training: every target of the step is padding");
     step_result r;
     exec_ = exec;
+    // Between the model's products too, not only between its stages (runtime/progress.hpp).
+    progress_hook& hook = mesh_.state<progress_hook>();
+    hook.set([this] { advance(); });
     memory_phases phases(mesh_.ledger(), {"forward", "backward", "reduction", "update"});
     for (std::size_t a = 0; a < batch.size(); ++a) {
       last_micro_batch_ = a + 1 == batch.size();
@@ -155,6 +163,7 @@ class trainer {
     phases.begin();
     auto const reducing = std::chrono::steady_clock::now();
     reduce(exec);
+    hook.set({});
     r.reduction_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - reducing).count();
     phases.end(2);
     phases.begin();
@@ -221,9 +230,14 @@ class trainer {
     if (options_.overlap && !e.before && !forward && last_micro_batch_)
       for (auto& b : buckets_)
         if (!b->started() && b->ready_stage() == e.stage) b->start(exec_);
+    advance();
+    if (user_trace_) user_trace_(e);
+  }
+
+  // Advances every reduction and gather in flight without blocking.
+  void advance() {
     for (auto& b : buckets_) b->progress();
     for (auto& p : parameters_) p->progress();
-    if (user_trace_) user_trace_(e);
   }
 
   template <class Visit>

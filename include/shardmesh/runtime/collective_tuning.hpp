@@ -65,12 +65,13 @@ class collective_tuning {
     communicator const comm = communicator::adopt(copy);
     std::size_t total = 0;
     for (std::size_t c : counts) total += c;
-    Kokkos::View<T*, Space> data("shardmesh::tuning", total), recv("shardmesh::tuning", counts[comm.rank()]);
+    Kokkos::View<T*, Space> data("shardmesh::tuning", total), recv("shardmesh::tuning", counts[comm.rank()]),
+        scratch("shardmesh::tuning", *std::max_element(counts.begin(), counts.end()));
     auto const time = [&](reduce_scatter_algorithm a) {
       MPI_Barrier(comm.get());
       double const start = MPI_Wtime();
       if (a == reduce_scatter_algorithm::ring)
-        ring_reduce_scatter<T, Space>(comm, data, recv, counts, 0, exec).wait();
+        ring_reduce_scatter<T, Space>(comm, data, recv, counts, 0, scratch, exec).wait();
       else
         ireduce_scatter_v(comm, data, recv, counts, reduce_op::sum, completion::deferred, exec).wait();
       return MPI_Wtime() - start;

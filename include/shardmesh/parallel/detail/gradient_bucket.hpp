@@ -67,9 +67,13 @@ class gradient_bucket {
     std::size_t total = 0;
     for (std::size_t c : counts_) total += c;
     send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), total);
-    if (kind_ == step_kind::reduce_scatter)
+    if (kind_ == step_kind::reduce_scatter) {
       recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), counts_[me_]);
-    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size()) * sizeof(T));
+      if (n_ > 2)  // the ring's steps before its last receive here
+        scratch_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
+                             *std::max_element(counts_.begin(), counts_.end()));
+    }
+    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(T));
   }
 
   [[nodiscard]] std::vector<member*> const& members() const { return members_; }
@@ -96,7 +100,7 @@ class gradient_bucket {
     if (kind_ == step_kind::all_reduce)
       pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
     else if (tuning.reduce_scatter<T, MemorySpace>(*group_, counts_, exec) == reduce_scatter_algorithm::ring)
-      ring_.emplace(*group_, send_, recv_, counts_, tag_, exec);
+      ring_.emplace(*group_, send_, recv_, counts_, tag_, scratch_, exec);
     else
       pending_.emplace(ireduce_scatter_v(*group_, send_, recv_, counts_, reduce_op::sum, completion::deferred, exec));
   }
@@ -152,7 +156,7 @@ class gradient_bucket {
   std::size_t n_ = 1, me_ = 0;
   step_kind kind_ = step_kind::all_reduce;
   std::vector<std::size_t> counts_;  // elements each group rank receives (reduce-scatter)
-  flat_view send_, recv_;
+  flat_view send_, recv_, scratch_;
   ledger_entry buffers_;
   std::optional<request> pending_;
   std::optional<ring_reduce_scatter<T, MemorySpace>> ring_;
