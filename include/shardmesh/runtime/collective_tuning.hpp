@@ -65,7 +65,8 @@ class collective_tuning {
     communicator const comm = communicator::adopt(copy);
     std::size_t total = 0;
     for (std::size_t c : counts) total += c;
-    Kokkos::View<T*, Space> data("shardmesh::tuning", total), recv("shardmesh::tuning", counts[comm.rank()]),
+    Kokkos::View<T*, Space> data("shardmesh::tuning", total),
+        recv("shardmesh::tuning", counts[static_cast<std::size_t>(comm.rank())]),
         scratch("shardmesh::tuning", *std::max_element(counts.begin(), counts.end()));
     auto const time = [&](reduce_scatter_algorithm a) {
       MPI_Barrier(comm.get());
