@@ -1,0 +1,301 @@
+#pragma once
+// The check of any pipeline schedule, generated or written by hand, and
+// its discrete-event simulation.
+//
+// simulate(schedule, costs) first checks, stage by stage in list order,
+// that every chunk of every micro-batch is run forward once and backward
+// once (B, or I then W), that each runs after what it needs (its input
+// received, its forward, its gradient received, I before W) and each send
+// after what it sends; that every receive has exactly one send on the peer
+// stage and every send a receive. Then it runs the stages as an event
+// simulation: a compute action takes its cost, a send takes no time (the
+// executor's are non-blocking) and arrives `transfer` later, a receive
+// waits for its send. A stage that can never go on is a deadlock; the
+// message names it, its action and the stage it waits for. It counts the
+// micro-batch chunks each stage holds activations for (forward done,
+// backward not complete) against the schedule's held_bound, and returns
+// the makespan, each stage's busy time, idle share and timeline.
+//
+// Idle share = sum over stages of (makespan - busy) / (p x makespan). With
+// unit costs (F = B = 1 per chunk, and I = W = 1 with B split so a whole
+// backward costs 2): GPipe and 1F1B give (p-1)/(m+p-1), interleaved 1F1B
+// (p-1)/(vm+p-1), ZB-H1 (2m+p-1+max(m,p) - 3m)/(2m+p-1+max(m,p)), that is
+// (p-1)/(3m+p-1) when m >= p (tests pin all four over a grid).
+//
+//   static_assert(check_schedule<[] { return one_f_one_b(4, 8); }>());
+//
+// Pure constexpr; no Kokkos or MPI.
+
+#include "shardmesh/algebra/static_string.hpp"
+#include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/parallel/pipeline_schedule.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+// The time of each compute action (any unit); `per_stage[s]` holds stage s's
+// forward, input-gradient and weight-gradient times per chunk (a whole
+// backward is their sum); empty: unit costs.
+struct action_costs {
+  std::vector<std::array<double, 3>> per_stage;
+  double transfer = 0;  // from a send to its receive
+
+  [[nodiscard]] constexpr double of(std::size_t stage, pipeline_op op) const {
+    std::array<double, 3> const c = per_stage.empty() ? std::array<double, 3>{1, 1, 1} : per_stage[stage];
+    switch (op) {
+      case pipeline_op::forward: return c[0];
+      case pipeline_op::backward: return c[1] + c[2];
+      case pipeline_op::backward_input: return c[1];
+      case pipeline_op::backward_weight: return c[2];
+      default: return 0;
+    }
+  }
+};
+
+struct timed_action {
+  pipeline_action action;
+  double start = 0, end = 0;
+};
+
+struct pipeline_simulation {
+  fixed_text error;  // why the schedule is invalid; empty when it is valid
+  double makespan = 0;
+  std::vector<double> busy;                        // per stage
+  std::vector<std::size_t> peak_held;              // per stage
+  std::vector<std::vector<timed_action>> compute;  // per stage, its compute actions
+
+  [[nodiscard]] constexpr bool ok() const { return error.empty(); }
+  [[nodiscard]] constexpr double idle_time() const {
+    double idle = 0;
+    for (double b : busy) idle += makespan - b;
+    return idle;
+  }
+  [[nodiscard]] constexpr double idle_share() const {
+    return makespan > 0 ? idle_time() / (static_cast<double>(busy.size()) * makespan) : 0;
+  }
+};
+
+namespace detail {
+
+// What a stage has done for one micro-batch chunk, in its list order.
+struct chunk_progress {
+  bool input = false, forward = false, gradient = false, input_gradient = false, weight_gradient = false;
+};
+
+class schedule_walk {
+ public:
+  constexpr explicit schedule_walk(pipeline_schedule const& s) : s_(s) {}
+
+  // Whether action k of `stage` is a receive or send, and its message's key
+  // (kind, destination virtual stage, micro-batch) as one index.
+  [[nodiscard]] constexpr std::size_t message(std::size_t stage, pipeline_action const& a) const {
+    std::size_t const vs = s_.virtual_stage(stage, a.chunk);
+    bool const gradient = a.op == pipeline_op::send_gradient || a.op == pipeline_op::receive_gradient;
+    std::size_t const to = a.op == pipeline_op::send_activation ? vs + 1
+                           : a.op == pipeline_op::send_gradient ? vs - 1
+                                                                : vs;
+    return ((gradient ? 1 : 0) * s_.virtual_stages() + to) * s_.micro_batches + a.micro;
+  }
+  [[nodiscard]] constexpr std::size_t messages() const { return 2 * s_.virtual_stages() * s_.micro_batches; }
+  // The stage that sends what action a of `stage` receives.
+  [[nodiscard]] constexpr std::size_t sender(std::size_t stage, pipeline_action const& a) const {
+    std::size_t const p = s_.stages;
+    return a.op == pipeline_op::receive_activation ? (stage + p - 1) % p : (stage + 1) % p;
+  }
+
+  // The first violation of the per-stage rules and the pairing of messages.
+  [[nodiscard]] constexpr fixed_text error() const {
+    if (s_.actions.size() != s_.stages) {
+      fixed_text e;
+      return e.append("pipeline schedule: ")
+          .append(s_.actions.size())
+          .append(" action lists for ")
+          .append(s_.stages)
+          .append(" stages");
+    }
+    std::vector<int> sends(messages(), 0), receives(messages(), 0);
+    for (std::size_t stage = 0; stage < s_.stages; ++stage) {
+      std::vector<chunk_progress> done(s_.micro_batches * s_.chunks);
+      auto const& list = s_.actions[stage];
+      for (std::size_t k = 0; k < list.size(); ++k) {
+        pipeline_action const& a = list[k];
+        if (a.micro >= s_.micro_batches || a.chunk >= s_.chunks)
+          return at(stage, k, a, "names a micro-batch or chunk the schedule does not have");
+        fixed_text const problem = step(stage, a, done[a.micro * s_.chunks + a.chunk]);
+        if (!problem.empty()) return at(stage, k, a, problem.view());
+        if (!is_compute(a.op)) {
+          bool const send = a.op == pipeline_op::send_activation || a.op == pipeline_op::send_gradient;
+          ++(send ? sends : receives)[message(stage, a)];
+        }
+      }
+      for (std::size_t c = 0; c < done.size(); ++c) {
+        pipeline_action const a = forward(c / s_.chunks, c % s_.chunks);
+        chunk_progress const& d = done[c];
+        if (!d.forward) return missing(stage, a, "forward");
+        if (!d.input_gradient) return missing(stage, a, "backward");
+        if (!d.weight_gradient) return missing(stage, a, "weight gradient");
+      }
+    }
+    for (std::size_t stage = 0; stage < s_.stages; ++stage)
+      for (std::size_t k = 0; k < s_.actions[stage].size(); ++k) {
+        pipeline_action const& a = s_.actions[stage][k];
+        if (is_compute(a.op)) continue;
+        std::size_t const key = message(stage, a);
+        bool const send = a.op == pipeline_op::send_activation || a.op == pipeline_op::send_gradient;
+        if (!send && sends[key] != 1) return at(stage, k, a, "no stage sends it");
+        if (send && receives[key] != 1) return at(stage, k, a, "no stage receives it");
+      }
+    return {};
+  }
+
+  [[nodiscard]] constexpr fixed_text at(std::size_t stage, std::size_t k, pipeline_action const& a,
+                                        std::string_view what) const {
+    fixed_text e;
+    return e.append("pipeline schedule: stage ")
+        .append(stage)
+        .append(", action ")
+        .append(k)
+        .append(" (")
+        .append(describe(a).view())
+        .append("): ")
+        .append(what);
+  }
+
+ private:
+  // One action against what its stage has done so far for that chunk.
+  [[nodiscard]] constexpr fixed_text step(std::size_t stage, pipeline_action const& a, chunk_progress& d) const {
+    std::size_t const vs = s_.virtual_stage(stage, a.chunk), last = s_.virtual_stages() - 1;
+    fixed_text e;
+    switch (a.op) {
+      case pipeline_op::receive_activation:
+        if (vs == 0) return e.append("the first chunk receives no activation");
+        if (d.input) return e.append("is done twice");
+        d.input = true;
+        break;
+      case pipeline_op::receive_gradient:
+        if (vs == last) return e.append("the last chunk receives no gradient");
+        if (d.gradient) return e.append("is done twice");
+        d.gradient = true;
+        break;
+      case pipeline_op::forward:
+        if (d.forward) return e.append("is done twice");
+        if (vs > 0 && !d.input) return e.append("comes before its input is received");
+        d.forward = true;
+        break;
+      case pipeline_op::backward:
+      case pipeline_op::backward_input:
+        if (d.input_gradient) return e.append("is done twice");
+        if (!d.forward) return e.append("comes before its forward");
+        if (vs < last && !d.gradient) return e.append("comes before its gradient is received");
+        d.input_gradient = true;
+        d.weight_gradient = a.op == pipeline_op::backward;
+        break;
+      case pipeline_op::backward_weight:
+        if (d.weight_gradient) return e.append("is done twice");
+        if (!d.input_gradient) return e.append("comes before its input gradient");
+        d.weight_gradient = true;
+        break;
+      case pipeline_op::send_activation:
+        if (vs == last) return e.append("the last chunk sends no activation");
+        if (!d.forward) return e.append("comes before its forward");
+        break;
+      case pipeline_op::send_gradient:
+        if (vs == 0) return e.append("the first chunk sends no gradient");
+        if (!d.input_gradient) return e.append("comes before its input gradient");
+        break;
+    }
+    return e;
+  }
+
+  [[nodiscard]] constexpr fixed_text missing(std::size_t stage, pipeline_action const& a, std::string_view what) const {
+    fixed_text e;
+    return e.append("pipeline schedule: stage ")
+        .append(stage)
+        .append(" has no ")
+        .append(what)
+        .append(" of micro-batch ")
+        .append(a.micro)
+        .append(", chunk ")
+        .append(a.chunk);
+  }
+
+  pipeline_schedule const& s_;
+};
+
+}  // namespace detail
+
+[[nodiscard]] constexpr pipeline_simulation simulate(pipeline_schedule const& s, action_costs const& costs = {}) {
+  pipeline_simulation r;
+  detail::schedule_walk const walk(s);
+  if (r.error = walk.error(); !r.ok()) return r;
+  std::size_t const p = s.stages;
+  r.busy.assign(p, 0);
+  r.peak_held.assign(p, 0);
+  r.compute.assign(p, {});
+  constexpr double unsent = -1;
+  std::vector<double> arrival(walk.messages(), unsent), clock(p, 0);
+  std::vector<std::size_t> next(p, 0), held(p, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t stage = 0; stage < p; ++stage) {
+      auto const& list = s.actions[stage];
+      for (; next[stage] < list.size(); ++next[stage], moved = true) {
+        pipeline_action const& a = list[next[stage]];
+        if (is_compute(a.op)) {
+          double const cost = costs.of(stage, a.op);
+          r.compute[stage].push_back({a, clock[stage], clock[stage] + cost});
+          clock[stage] += cost;
+          r.busy[stage] += cost;
+          if (a.op == pipeline_op::forward) {
+            r.peak_held[stage] = std::max(r.peak_held[stage], ++held[stage]);
+            if (held[stage] > s.held_bound) {
+              fixed_text e;
+              r.error = walk.at(stage, next[stage], a,
+                                e.append("holds ")
+                                    .append(held[stage])
+                                    .append(" micro-batch chunks, more than the "
+                                            "schedule's bound of ")
+                                    .append(s.held_bound)
+                                    .view());
+              return r;
+            }
+          }
+          if (a.op == pipeline_op::backward || a.op == pipeline_op::backward_weight) --held[stage];
+        } else if (a.op == pipeline_op::send_activation || a.op == pipeline_op::send_gradient) {
+          arrival[walk.message(stage, a)] = clock[stage] + costs.transfer;
+        } else {
+          double const t = arrival[walk.message(stage, a)];
+          if (t == unsent) break;
+          clock[stage] = std::max(clock[stage], t);
+        }
+      }
+    }
+  }
+  for (std::size_t stage = 0; stage < p; ++stage) {
+    if (next[stage] == s.actions[stage].size()) continue;
+    pipeline_action const& a = s.actions[stage][next[stage]];
+    std::size_t const peer = walk.sender(stage, a);
+    fixed_text e;
+    e.append("waits forever for stage ").append(peer);
+    if (next[peer] < s.actions[peer].size())
+      e.append(", itself waiting at action ").append(next[peer]).append(" (deadlock)");
+    r.error = walk.at(stage, next[stage], a, e.view());
+    return r;
+  }
+  r.makespan = *std::max_element(clock.begin(), clock.end());
+  return r;
+}
+
+// Compile time: a schedule (made by Make(), a constexpr callable) that is
+// invalid fails to compile, showing the message as shardmesh_error's
+// template argument.
+template <auto Make>
+constexpr bool check_schedule() {
+  return require_valid<simulate(Make()).error>();
+}
+
+}  // namespace shardmesh::parallel
