@@ -1,7 +1,9 @@
 #pragma once
 // Point-to-point exchange: send a buffer to one rank and receive one from
 // another, as a permutation of pieces among ranks needs. A rank that is its
-// own peer copies locally and moves no bytes.
+// own peer copies locally and moves no bytes. And the one-way halves, isend
+// and irecv, for transfers whose two ends run at different times (a
+// pipeline's activations between stages).
 
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
@@ -51,6 +53,30 @@ template <class T, class Space>
   detail::count_call<T>(comm, "point_to_point", destination == me ? 0 : send.extent(0),
                         source == me ? 0 : recv.extent(0));
   return detail::post_exchange(comm, send, destination, recv, source, tag, exec);
+}
+
+// Non-blocking send of `data` to `destination`: keep `data` unchanged until
+// the request completes.
+template <class T, class Space>
+[[nodiscard]] request isend(communicator const& comm, Kokkos::View<T*, Space> data, int destination, int tag = 0,
+                            execution_space_of<Space> const& exec = {}) {
+  detail::count_call<T>(comm, "point_to_point", data.extent(0), 0);
+  staged_buffer<T, Space> const in = detail::stage(comm, data, std::nullopt, true, false);
+  in.to_mpi(exec);
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Isend(in.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r);
+  return request("shardmesh::send", {r}, [in] {});
+}
+
+// Non-blocking receive into `data` from `source`: its values are there when the request completes.
+template <class T, class Space>
+[[nodiscard]] request irecv(communicator const& comm, Kokkos::View<T*, Space> data, int source, int tag = 0,
+                            execution_space_of<Space> const& exec = {}) {
+  detail::count_call<T>(comm, "point_to_point", 0, data.extent(0));
+  staged_buffer<T, Space> const out = detail::stage(comm, data, std::nullopt, false, true);
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Irecv(out.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r);
+  return request("shardmesh::receive", {r}, [out, exec] { out.from_mpi(exec); });
 }
 
 template <class T, class Space>

@@ -50,6 +50,16 @@ class attention {
     return o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
   }
 
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    for (projection* p : {&q_, &k_, &v_}) p->visit_saved(visit);
+    o_.visit_saved(visit);
+    visit(query_);
+    visit(key_);
+    visit(value_);
+    visit(probabilities_);
+  }
+
   // The input gradient, P(sum:tp).
   activation backward(activation const& dy, exec_type const& exec = {}) {
     heads const d_out = o_.backward(dy, exec);

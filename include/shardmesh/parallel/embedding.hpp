@@ -70,9 +70,15 @@ class embedding {
     return x;
   }
 
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    visit(ids_);
+  }
+
+  // Only weight gradients: all of it runs when the mesh runs weight
+  // gradients (at once, or when a zero-bubble pipeline's W does).
   void backward(activation const& dx, exec_type const& exec = {}) {
     device_mesh const& mesh = dx.mesh();
-    wpe_.accumulate(ops::sum(dx, 0, exec), exec);
     // dwte = onehot^T . dx, planned like any product (gather dx, or reduce the table's gradient).
     std::array<std::size_t, 3> const eo{ids_.global_extents()[0], ids_.global_extents()[1],
                                         wte_.value().global_extents()[0]};
@@ -87,16 +93,19 @@ class embedding {
     bound_layout rows = plan.a;  // the ids placed like the one-hot's [b, t]
     rows.rank = 2;
     rows.partial_axes = {};
-    auto const ids = ops::detail::to_layout(ids_, rows, exec);
-    auto const g = ops::detail::to_layout(dx, plan.b, exec);
     tensor_index const shape{wte_.value().global_extents()[0], wte_.value().global_extents()[1]};
-    auto grad = ops::detail::make_like<T, 2, MemorySpace>(mesh, plan.c, shape);
-    ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
     std::size_t const first =
         block_interval(mesh.shape(), plan.a.dims[2], eo[2], mesh.coordinates()).begin;  // this rank's vocabulary
-    ops::local::embedding_backward(exec, ops::local::flat(ids.local()), ops::detail::rows_of(g.local()), first,
-                                   grad.local());
-    wte_.accumulate(std::move(grad), exec);
+    parallel::weight_gradient(mesh, [this, dx, ids = std::move(ids_), rows, plan, shape, first, exec] {
+      wpe_.accumulate(ops::sum(dx, 0, exec), exec);
+      auto const local_ids = ops::detail::to_layout(ids, rows, exec);
+      auto const g = ops::detail::to_layout(dx, plan.b, exec);
+      auto grad = ops::detail::make_like<T, 2, MemorySpace>(dx.mesh(), plan.c, shape);
+      ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
+      ops::local::embedding_backward(exec, ops::local::flat(local_ids.local()), ops::detail::rows_of(g.local()), first,
+                                     grad.local());
+      wte_.accumulate(std::move(grad), exec);
+    });
     ids_ = {};
   }
 

@@ -9,13 +9,19 @@
 //   gpt<float> model(mesh, config, [&](std::string const& name) { return values[name]; });
 //   auto f = model.forward(ids, targets);   // loss, logits
 //   model.backward();                        // gradients in each parameter
+//
+// A pipeline chunk holds a part of the model (model_part: a run of blocks,
+// with the embedding if it comes first, the head and loss if it comes
+// last) and runs forward_chunk / backward_chunk on what its neighbours send.
 
+#include "shardmesh/errors.hpp"
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/parallel/attention.hpp"
 #include "shardmesh/parallel/embedding.hpp"
 #include "shardmesh/parallel/layer_norm.hpp"
+#include "shardmesh/parallel/layer_partition.hpp"
 #include "shardmesh/parallel/layouts.hpp"
 #include "shardmesh/parallel/linear.hpp"
 #include "shardmesh/parallel/mlp.hpp"
@@ -24,6 +30,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
+#include <any>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -71,6 +79,15 @@ struct parameter_shape {
       {"lnf_g", {c.hidden}}, {"lnf_b", {c.hidden}}, {"whead", {c.hidden, c.vocabulary}}};
   out.insert(out.end(), head.begin(), head.end());
   return out;
+}
+
+// Forward flops per token of a block, the embedding and the head: what a
+// balanced pipeline partition weighs (partition_layers).
+[[nodiscard]] inline layer_costs gpt_layer_costs(gpt_config const& c) {
+  double const C = static_cast<double>(c.hidden), HD = static_cast<double>(c.heads * c.head_size);
+  double const projections = 2 * (3 * C * HD + HD * C), mlp = 2 * 2 * C * static_cast<double>(c.ffn);
+  double const attention = 2 * 2 * static_cast<double>(c.sequence) * HD;  // scores and weighted values
+  return {projections + mlp + attention, C, 2 * C * static_cast<double>(c.vocabulary)};
 }
 
 template <class T, class MemorySpace, std::size_t Rank>
@@ -143,6 +160,14 @@ class transformer_block {
   }
 
   template <class Visit>
+  void visit_saved(Visit&& visit) {
+    ln1_.visit_saved(visit);
+    attn_.visit_saved(visit);
+    ln2_.visit_saved(visit);
+    mlp_.visit_saved(visit);
+  }
+
+  template <class Visit>
   void for_each_parameter(std::string const& prefix, Visit&& visit) {
     visit(prefix + "ln1_g", ln1_.gamma());
     visit(prefix + "ln1_b", ln1_.beta());
@@ -185,30 +210,47 @@ class gpt {
     activation logits;  // [b, t, v], sharded on the vocabulary
   };
 
-  gpt(device_mesh const& mesh, gpt_config const& config, parameter_source const& values)
-      : mesh_(mesh), config_(config), layouts_(mesh.shape(), config.sequence_parallel) {
+  // The whole model, or the part a pipeline chunk holds. Parameters are
+  // named and stages numbered as in the whole model.
+  gpt(device_mesh const& mesh, gpt_config const& config, parameter_source const& values, model_part part = {})
+      : mesh_(mesh), config_(config), layouts_(mesh.shape(), config.sequence_parallel), part_(part) {
     auto const& c = config;
+    part_.last = std::min(part_.last, c.layers);
     using e2 = std::array<std::size_t, 2>;
-    embedding_.emplace(
-        make_parameter<T, MemorySpace>(mesh, values, "wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
-        make_parameter<T, MemorySpace>(mesh, values, "wpe", layouts_.matrix, e2{c.sequence, c.hidden}),
-        layouts_.activation);
-    for (std::size_t l = 0; l < c.layers; ++l)
+    if (part_.embedding)
+      embedding_.emplace(
+          make_parameter<T, MemorySpace>(mesh, values, "wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
+          make_parameter<T, MemorySpace>(mesh, values, "wpe", layouts_.matrix, e2{c.sequence, c.hidden}),
+          layouts_.activation);
+    for (std::size_t l = part_.first; l < part_.last; ++l)
       blocks_.push_back(block::make(mesh, c, layouts_, values, "h" + std::to_string(l) + "."));
-    final_norm_ = make_layer_norm<T, MemorySpace>(mesh, c, layouts_, values, "lnf");
-    head_ =
-        head_type(make_parameter<T, MemorySpace>(mesh, values, "whead", layouts_.column, e2{c.hidden, c.vocabulary}),
-                  layouts_.whole_rows, layouts_.features);
+    if (part_.head) {
+      final_norm_ = make_layer_norm<T, MemorySpace>(mesh, c, layouts_, values, "lnf");
+      head_ =
+          head_type(make_parameter<T, MemorySpace>(mesh, values, "whead", layouts_.column, e2{c.hidden, c.vocabulary}),
+                    layouts_.whole_rows, layouts_.features);
+    }
   }
 
-  // The stages, in forward order: 0 "embedding", 1 to L the blocks "h0"
-  // ..., L+1 "head" (the final layer norm and the head), L+2 "loss".
-  [[nodiscard]] std::size_t stage_count() const { return blocks_.size() + 3; }
+  // The stages of the whole model, in forward order: 0 "embedding", 1 to L
+  // the blocks "h0" ..., L+1 "head" (the final layer norm and the head),
+  // L+2 "loss". A part runs and holds the parameters of some of them.
+  [[nodiscard]] std::size_t stage_count() const { return config_.layers + 3; }
   [[nodiscard]] std::string stage_name(std::size_t s) const {
     if (s == 0) return "embedding";
-    if (s <= blocks_.size()) return "h" + std::to_string(s - 1);
-    return s == blocks_.size() + 1 ? "head" : "loss";
+    if (s <= config_.layers) return "h" + std::to_string(s - 1);
+    return s == config_.layers + 1 ? "head" : "loss";
   }
+  [[nodiscard]] model_part const& part() const { return part_; }
+  // A new, uninitialised tensor of what crosses a chunk boundary for a
+  // micro-batch of these ids: the activation, or its gradient, [batch,
+  // sequence, hidden] in the activation layout (not collective).
+  [[nodiscard]] activation make_boundary(ids_tensor const& ids) const {
+    return ops::detail::make_like<T, 3, MemorySpace>(
+        mesh_, boundary_layout(), {ids.global_extents()[0], ids.global_extents()[1], config_.hidden});
+  }
+  [[nodiscard]] bound_layout boundary_layout() const { return bind(mesh_.shape(), layouts_.activation); }
+  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
 
   // Called before and after each stage of forward and backward, e.g. to
   // read the mesh's collective counters per layer, or to gather a stage's
@@ -229,30 +271,72 @@ class gpt {
   // loss averages over (0: all of them).
   forward_result forward(ids_tensor const& ids, ids_tensor const& targets, double count = 0,
                          exec_type const& exec = {}) {
-    std::size_t const last = blocks_.size() + 1;
-    activation x = staged(0, forward_phase, [&] { return embedding_->forward(ids, exec); });
-    for (std::size_t l = 0; l < blocks_.size(); ++l)
-      x = staged(l + 1, forward_phase, [&] { return blocks_[l].forward(x, exec); });
-    activation logits = staged(last, forward_phase, [&] { return head_.forward(final_norm_.forward(x, exec), exec); });
-    staged(last + 1, forward_phase, [&] { loss_.emplace(ops::cross_entropy(logits, targets, count, exec)); });
-    return {loss_->loss, logits};
+    chunk_output out = forward_chunk(&ids, {}, &targets, count, exec);
+    return {*out.loss, std::move(out.y)};
   }
 
   // Gradients of the last forward's loss, accumulated into every parameter.
-  void backward(exec_type const& exec = {}) {
-    std::size_t const last = blocks_.size() + 1;
-    activation const dlogits = staged(last + 1, backward_phase, [&] {
-      activation g = ops::cross_entropy_backward(*loss_, T(1), exec);
-      loss_.reset();
-      return g;
-    });
-    activation d = staged(last, backward_phase, [&] {
-      return final_norm_.backward(
-          ops::detail::to_layout(head_.backward(dlogits, exec), bind(mesh_.shape(), layouts_.activation), exec), exec);
-    });
+  void backward(exec_type const& exec = {}) { backward_chunk({}, exec); }
+
+  // A part's forward: from the ids (a part with the embedding) or x (the
+  // previous part's output) to the loss and logits (a part with the head)
+  // or its output.
+  struct chunk_output {
+    std::optional<T> loss;
+    activation y;  // the logits, or the output
+  };
+  chunk_output forward_chunk(ids_tensor const* ids, activation x, ids_tensor const* targets, double count,
+                             exec_type const& exec = {}) {
+    if (part_.embedding) x = staged(0, forward_phase, [&] { return embedding_->forward(*ids, exec); });
+    for (std::size_t l = 0; l < blocks_.size(); ++l)
+      x = staged(part_.first + l + 1, forward_phase, [&] { return blocks_[l].forward(x, exec); });
+    if (!part_.head) return {std::nullopt, std::move(x)};
+    std::size_t const last = config_.layers + 1;
+    activation logits = staged(last, forward_phase, [&] { return head_.forward(final_norm_.forward(x, exec), exec); });
+    staged(last + 1, forward_phase, [&] { loss_.emplace(ops::cross_entropy(logits, *targets, count, exec)); });
+    return {loss_->loss, std::move(logits)};
+  }
+
+  // A part's backward: from the gradient of its output dy (ignored by a part
+  // with the head, which starts from its loss) to the gradient of its input
+  // (empty for a part with the embedding); parameter gradients accumulated.
+  activation backward_chunk(activation dy, exec_type const& exec = {}) {
+    if (part_.head) {
+      std::size_t const last = config_.layers + 1;
+      activation const dlogits = staged(last + 1, backward_phase, [&] {
+        activation g = ops::cross_entropy_backward(*loss_, T(1), exec);
+        loss_.reset();
+        return g;
+      });
+      dy = staged(last, backward_phase, [&] {
+        return final_norm_.backward(
+            ops::detail::to_layout(head_.backward(dlogits, exec), bind(mesh_.shape(), layouts_.activation), exec),
+            exec);
+      });
+    }
     for (std::size_t l = blocks_.size(); l-- > 0;)
-      d = staged(l + 1, backward_phase, [&] { return blocks_[l].backward(d, exec); });
-    staged(0, backward_phase, [&] { embedding_->backward(d, exec); });
+      dy = staged(part_.first + l + 1, backward_phase, [&] { return blocks_[l].backward(dy, exec); });
+    if (!part_.embedding) return dy;
+    staged(0, backward_phase, [&] { embedding_->backward(dy, exec); });
+    return {};
+  }
+
+  // What the last forward saved for its backward, taken out of the layers,
+  // and put back: a pipeline keeps one per micro-batch in flight.
+  using saved_activations = std::vector<std::any>;
+  saved_activations take_saved() {
+    saved_activations out;
+    visit_saved([&](auto& member) {
+      out.emplace_back(std::move(member));
+      member = {};
+    });
+    return out;
+  }
+  void restore_saved(saved_activations saved) {
+    std::size_t i = 0;
+    visit_saved([&](auto& member) {
+      member = std::move(*std::any_cast<std::remove_reference_t<decltype(member)>>(&saved[i++]));
+    });
   }
 
   // visit(name, parameter) for every parameter, in the reference's order.
@@ -260,15 +344,15 @@ class gpt {
   void for_each_parameter(Visit&& visit) {
     for (std::size_t s = 0; s < stage_count(); ++s) for_each_parameter_of(s, visit);
   }
-  // visit(name, parameter) for the parameters of stage s.
+  // visit(name, parameter) for the parameters of stage s this part holds.
   template <class Visit>
   void for_each_parameter_of(std::size_t s, Visit&& visit) {
-    if (s == 0) {
+    if (s == 0 && part_.embedding) {
       visit(std::string("wte"), embedding_->wte());
       visit(std::string("wpe"), embedding_->wpe());
-    } else if (s <= blocks_.size()) {
-      blocks_[s - 1].for_each_parameter("h" + std::to_string(s - 1) + ".", visit);
-    } else if (s == blocks_.size() + 1) {
+    } else if (s > part_.first && s <= part_.last) {
+      blocks_[s - 1 - part_.first].for_each_parameter("h" + std::to_string(s - 1) + ".", visit);
+    } else if (s == config_.layers + 1 && part_.head) {
       visit(std::string("lnf_g"), final_norm_.gamma());
       visit(std::string("lnf_b"), final_norm_.beta());
       visit(std::string("whead"), head_.w());
@@ -284,6 +368,15 @@ class gpt {
   using block = transformer_block<T, MemorySpace>;
 
   static constexpr std::string_view forward_phase = "forward", backward_phase = "backward";
+
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    if (embedding_) embedding_->visit_saved(visit);
+    for (block& b : blocks_) b.visit_saved(visit);
+    final_norm_.visit_saved(visit);
+    head_.visit_saved(visit);
+    visit(loss_);
+  }
 
   // run()'s result, with the trace hook called before and after it.
   template <class Run>
@@ -304,6 +397,7 @@ class gpt {
   gpt_config config_;
   trace_hook trace_;
   transformer_layouts layouts_;
+  model_part part_;
   std::optional<embedding<T, MemorySpace>> embedding_;
   std::vector<block> blocks_;
   layer_norm<T, 3, MemorySpace> final_norm_;

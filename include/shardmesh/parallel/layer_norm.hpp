@@ -7,6 +7,7 @@
 
 #include "shardmesh/ops/layer_norm.hpp"
 #include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -34,6 +35,11 @@ class layer_norm {
     return f.y;
   }
 
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    visit(saved_);
+  }
+
   tensor backward(tensor const& dy, exec_type const& exec = {}) {
     return keep(ops::layer_norm_backward(*saved_, gamma_.value(), dy, exec), exec);
   }
@@ -44,10 +50,13 @@ class layer_norm {
   }
 
  private:
-  // Accumulates the gain and bias gradients, returns dx.
+  // Accumulates the gain and bias gradients (now, or later when the mesh defers weight gradients), returns dx.
   tensor keep(ops::layer_norm_gradients<T, Rank, MemorySpace> g, exec_type const& exec) {
-    gamma_.accumulate(std::move(g.dgamma), exec);
-    beta_.accumulate(std::move(g.dbeta), exec);
+    parallel::weight_gradient(g.dx.mesh(),
+                              [this, dgamma = std::move(g.dgamma), dbeta = std::move(g.dbeta), exec]() mutable {
+                                gamma_.accumulate(std::move(dgamma), exec);
+                                beta_.accumulate(std::move(dbeta), exec);
+                              });
     saved_.reset();
     return g.dx;
   }

@@ -17,6 +17,7 @@
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/einsum.hpp"
 #include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -78,6 +79,13 @@ class linear {
   }
 
   // dX in the layout the rules give; dW accumulated into the weight's gradient.
+  // What forward saved for backward, visited (a pipeline stashes it per micro-batch).
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    visit(x_);
+    visit(product_);
+  }
+
   x_tensor backward(y_tensor const& dy, exec_type const& exec = {}) {
     return ops::einsum<detail::grad_a_spec(Spec)>(weight_gradient(dy, exec), w_.value(), exec);
   }
@@ -88,10 +96,13 @@ class linear {
   }
 
  private:
-  // dY moved to the product's layout, after accumulating dW from it.
+  // dY moved to the product's layout; dW accumulated from it (now, or
+  // later when the mesh defers weight gradients).
   y_tensor weight_gradient(y_tensor const& dy, exec_type const& exec) {
     y_tensor g = ops::detail::to_layout(dy, product_, exec);
-    w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x_, g, w_.accumulation_layout(), exec), exec);
+    parallel::weight_gradient(g.mesh(), [this, x = std::move(x_), g, exec] {
+      w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x, g, w_.accumulation_layout(), exec), exec);
+    });
     x_ = {};
     return g;
   }

@@ -31,6 +31,13 @@ class mlp {
     return proj_.forward(ops::gelu(hidden_, exec), exec);
   }
 
+  template <class Visit>
+  void visit_saved(Visit&& visit) {
+    fc_.visit_saved(visit);
+    proj_.visit_saved(visit);
+    visit(hidden_);
+  }
+
   activation backward(activation const& dy, exec_type const& exec = {}) {
     auto const dh = ops::gelu_backward(hidden_, proj_.backward(dy, exec), exec);
     hidden_ = {};

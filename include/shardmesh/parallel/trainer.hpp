@@ -22,15 +22,31 @@
 // of the state (optimizer.hpp). ZeRO-3 gathers each stage's parameters just
 // before its forward and its backward, starts the next stage's gather
 // early, and frees them after. Every layout comes from state_sharding.hpp.
+//
+// Pipelines: on a mesh with a "pp" axis, each rank passes the v chunks of
+// the model its stage holds (each on the stage's submesh, every axis but
+// "pp"; layer_partition.hpp says which layers), and a step runs the
+// schedule (pipeline_schedule.hpp) of its stage, with the step's
+// micro-batches as the pipeline's: forward and backward of a chunk on a
+// micro-batch, activations and gradients to and from the neighbouring
+// stages (stage_transfers.hpp), each forward's saved activations kept per
+// micro-batch until its backward, and with a zero-bubble schedule the
+// weight gradients deferred from B to W (weight_gradients.hpp). Everything
+// above (ZeRO stages, buckets, clipping) works inside each stage unchanged;
+// the norm and the loss are summed over the stages. Without "pp" the same
+// runs as one stage: 1F1B on one stage is forward and backward in turn.
 
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/parallel/detail/gradient_bucket.hpp"
+#include "shardmesh/parallel/detail/stage_transfers.hpp"
 #include "shardmesh/parallel/detail/trainable.hpp"
 #include "shardmesh/parallel/memory_report.hpp"
 #include "shardmesh/parallel/optimizer.hpp"
 #include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/parallel/pipeline_simulation.hpp"
 #include "shardmesh/parallel/state_sharding.hpp"
+#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/runtime/progress.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -39,7 +55,9 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,6 +71,8 @@ struct training_options {
   double clip_norm = 0;                              // the largest global gradient norm; 0: no clipping
   std::size_t bucket_bytes = std::size_t{25} << 20;  // gradient bucket size (at least one parameter each)
   bool overlap = true;  // start each bucket's reduction during backward (false: all after it, to compare)
+  schedule_kind schedule = schedule_kind::one_f_one_b;  // the pipeline's schedule
+  bool timeline = false;  // start each step at a barrier and time every compute action (timeline())
 };
 
 // Why the options cannot be used; empty when they can. The same on every
@@ -94,6 +114,7 @@ class trainer {
   using memory_space = typename Model::memory_space;
   using exec_type = execution_space_of<memory_space>;
   using ids_tensor = typename Model::ids_tensor;
+  using activation = typename Model::activation;
 
   struct micro_batch {
     ids_tensor ids, targets;  // [samples, sequence], the samples sharded on "dp"
@@ -106,19 +127,35 @@ class trainer {
 
   // Collective: moves every parameter to where its stage keeps it.
   trainer(Model& model, device_mesh const& mesh, training_options const& options, exec_type const& exec = {})
-      : model_(&model), mesh_(mesh), options_(options), dp_(mesh.shape().find("dp")) {
+      : trainer(std::vector<Model*>{&model}, mesh, options, exec) {}
+
+  // A pipeline stage: this rank's chunks of the model, chunk c being virtual
+  // stage c p + s, on mesh.submesh of every axis but "pp". Collective over
+  // the mesh; the partition is checked on every rank alike first.
+  trainer(std::vector<Model*> chunks, device_mesh const& mesh, training_options const& options,
+          exec_type const& exec = {})
+      : chunks_(std::move(chunks)),
+        mesh_(mesh),
+        stage_mesh_(stage_mesh_of(mesh)),
+        options_(options),
+        pp_(mesh.shape().find("pp")),
+        dp_(stage_mesh_.shape().find("dp")) {
     if (std::string const problem = training_options_error(options); !problem.empty())
       throw invalid_option_error(problem);
-    for (std::size_t s = 0; s < model.stage_count(); ++s)
-      model.for_each_parameter_of(s, [&](std::string const&, auto& p) { adopt(p, s, exec); });
+    if (chunks_.empty()) throw invalid_option_error("training: no model chunk to train");
+    check_partition();
+    for (Model* chunk : chunks_)
+      for (std::size_t s = 0; s < chunk->stage_count(); ++s)
+        chunk->for_each_parameter_of(s, [&](std::string const&, auto& p) { adopt(p, s, exec); });
     make_buckets();
-    model.trace([this](auto const& event) { on_stage(event); });
+    for (Model* chunk : chunks_) chunk->trace([this](auto const& event) { on_stage(event); });
   }
   trainer(trainer const&) = delete;
   trainer& operator=(trainer const&) = delete;
   ~trainer() {
-    model_->trace({});
-    mesh_.state<progress_hook>().set({});
+    for (Model* chunk : chunks_) chunk->trace({});
+    stage_mesh_.state<progress_hook>().set({});
+    stage_mesh_.state<weight_gradient_deferral>().into(nullptr);
   }
 
   // Called like the model's trace hook, for the stages of every micro-batch.
@@ -126,6 +163,8 @@ class trainer {
 
   [[nodiscard]] training_options const& options() const { return options_; }
   [[nodiscard]] std::size_t steps() const { return steps_; }
+  [[nodiscard]] std::size_t stages() const { return pp_ == npos ? 1 : mesh_.shape()[pp_].extent; }
+  [[nodiscard]] std::size_t stage() const { return pp_ == npos ? 0 : mesh_.coordinates()[pp_]; }
   [[nodiscard]] std::size_t bucket_count() const { return buckets_.size(); }
   // The parameters of each bucket, in the order the buckets start.
   [[nodiscard]] std::vector<std::vector<std::string>> bucket_members() const {
@@ -139,27 +178,24 @@ class trainer {
   // What the last step held, per phase: "forward" and "backward" (the
   // largest over the micro-batches), "reduction", "update".
   [[nodiscard]] memory_report const& memory() const { return memory_; }
+  // The last step's schedule, and (with options.timeline) when this rank
+  // ran each of its compute actions, in seconds from the step's start.
+  [[nodiscard]] pipeline_schedule const& schedule() const { return schedule_; }
+  [[nodiscard]] std::vector<timed_action> const& timeline() const { return timeline_; }
 
   step_result step(std::span<micro_batch const> batch, exec_type const& exec = {}) {
     if (batch.empty()) throw invalid_batch_error("training: a step needs at least one micro-batch");
     double tokens = 0;
     for (micro_batch const& m : batch) tokens += detail::counted_targets(m.targets, exec);
     if (tokens == 0) throw invalid_batch_error("training: every target of the step is padding");
+    prepare_schedule(batch.size());
     step_result r;
     exec_ = exec;
     // Between the model's products too, not only between its stages (runtime/progress.hpp).
-    progress_hook& hook = mesh_.state<progress_hook>();
+    progress_hook& hook = stage_mesh_.state<progress_hook>();
     hook.set([this] { advance(); });
     memory_phases phases(mesh_.ledger(), {"forward", "backward", "reduction", "update"});
-    for (std::size_t a = 0; a < batch.size(); ++a) {
-      last_micro_batch_ = a + 1 == batch.size();
-      phases.begin();
-      r.loss += static_cast<double>(model_->forward(batch[a].ids, batch[a].targets, tokens, exec).loss);
-      phases.end(0);
-      phases.begin();
-      model_->backward(exec);
-      phases.end(1);
-    }
+    r.loss = run_schedule(batch, tokens, phases, exec);
     phases.begin();
     auto const reducing = std::chrono::steady_clock::now();
     reduce(exec);
@@ -183,17 +219,91 @@ class trainer {
  private:
   using member = detail::trainable<value_type, memory_space>;
   using bucket = detail::gradient_bucket<value_type, memory_space>;
+  using clock = std::chrono::steady_clock;
+
+  // What a stage keeps for one chunk of one micro-batch between its actions.
+  struct in_flight {
+    activation input, output, gradient_in, gradient_out;
+    typename Model::saved_activations saved;
+    weight_gradient_queue weights;
+  };
+
+  static device_mesh stage_mesh_of(device_mesh const& mesh) {
+    std::size_t const pp = mesh.shape().find("pp");
+    return pp == npos ? mesh : mesh.submesh(axis_set::all(mesh.shape().ndim) - axis_set::of(pp));
+  }
+
+  // Every chunk on the stage's submesh, the embedding in the first chunk
+  // and the head in the last, the layers tiling the model in order, every
+  // replica of a stage alike: checked on what every rank holds (one
+  // all-gather), so every rank finds the same problem.
+  void check_partition() {
+    constexpr std::size_t most = 8, fields = 4;  // chunks per stage compared; first, last, embedding, head
+    std::size_t const p = stages(), v = chunks_.size();
+    std::vector<long long> mine(3 + most * fields, -1);
+    mine[0] = static_cast<long long>(stage());
+    mine[1] = static_cast<long long>(v);
+    mine[2] = 1;
+    for (std::size_t c = 0; c < std::min(v, most); ++c) {
+      model_part const& part = chunks_[c]->part();
+      mine[2] &= chunks_[c]->mesh() == stage_mesh_ ? 1 : 0;
+      long long const record[fields] = {static_cast<long long>(part.first), static_cast<long long>(part.last),
+                                        part.embedding, part.head};
+      std::copy(record, record + fields, mine.begin() + static_cast<std::ptrdiff_t>(3 + c * fields));
+    }
+    std::vector<long long> all(mine.size() * mesh_.comm().size());
+    MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(), static_cast<int>(mine.size()),
+                  MPI_LONG_LONG, mesh_.comm().get());
+    std::vector<std::optional<std::pair<std::size_t, std::size_t>>> layers(p * v);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(mesh_.comm().size()); ++r) {
+      long long const* rec = all.data() + r * mine.size();
+      auto const st = static_cast<std::size_t>(rec[0]);
+      std::string const rank = "pipeline: rank " + std::to_string(r) + " (stage " + std::to_string(st) + ")";
+      if (static_cast<std::size_t>(rec[1]) != v || v > most)
+        throw invalid_option_error(rank + " has " + std::to_string(rec[1]) + " chunks, rank " +
+                                   std::to_string(mesh_.comm().rank()) + " " + std::to_string(v) +
+                                   " (the same number everywhere, at most " + std::to_string(most) + ")");
+      if (rec[2] == 0)
+        throw invalid_mesh_error(rank + " has a chunk off its stage's submesh (every mesh axis but \"pp\")");
+      for (std::size_t c = 0; c < v; ++c) {
+        long long const* part = rec + 3 + c * fields;
+        std::string const which = rank + ", chunk " + std::to_string(c);
+        bool const first = c == 0 && st == 0, last = c + 1 == v && st + 1 == p;
+        if ((part[2] != 0) != first || (part[3] != 0) != last)
+          throw invalid_option_error(which + ": the embedding belongs to the first chunk, the head to the last");
+        std::pair<std::size_t, std::size_t> const range{static_cast<std::size_t>(part[0]),
+                                                        static_cast<std::size_t>(part[1])};
+        auto& slot = layers[c * p + st];
+        if (slot && *slot != range)
+          throw invalid_option_error(which + " holds other layers than another replica of its stage");
+        slot = range;
+      }
+    }
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      auto const [first, last] = *layers[k];
+      std::string const which = "pipeline: chunk " + std::to_string(k / p) + " of stage " + std::to_string(k % p);
+      if (first >= last) throw invalid_option_error(which + " has no layers");
+      if (first != next)
+        throw invalid_option_error(which + " starts at layer " + std::to_string(first) + ", not " +
+                                   std::to_string(next) + " (every layer exactly once, in order)");
+      next = last;
+    }
+    if (std::size_t const total = chunks_.front()->config().layers; next != total)
+      throw invalid_option_error("pipeline: the chunks end at layer " + std::to_string(next) + " of " +
+                                 std::to_string(total));
+  }
 
   template <class P>
   void adopt(P& p, std::size_t stage, exec_type const& exec) {
     bound_layout const compute = p.compute_layout();
-    if (auto const problem = state_sharding_error(mesh_.shape(), compute, dp_); !problem.empty())
+    if (auto const problem = state_sharding_error(stage_mesh_.shape(), compute, dp_); !problem.empty())
       throw invalid_layout_error(p.name() + ": " + std::string(problem.view()));
     using concrete = detail::trainable_parameter<typename P::tensor::value_type, P::tensor::rank, memory_space>;
     parameters_.push_back(std::make_unique<concrete>(p, stage, state_layouts_for(compute, options_.stage, dp_), exec));
   }
 
-  [[nodiscard]] bool data_parallel() const { return dp_ != npos && mesh_.shape()[dp_].extent > 1; }
+  [[nodiscard]] bool data_parallel() const { return dp_ != npos && stage_mesh_.shape()[dp_].extent > 1; }
 
   // Buckets in the order backward completes gradients: stages last to
   // first, parameters last to first within a stage.
@@ -216,6 +326,96 @@ class trainer {
     }
   }
 
+  // The schedule for m micro-batches, made and checked once per m.
+  void prepare_schedule(std::size_t m) {
+    if (schedule_.micro_batches == m && !schedule_.actions.empty()) return;
+    schedule_ = make_schedule(options_.schedule, stages(), m, chunks_.size());
+    if (pipeline_simulation const check = simulate(schedule_); !check.ok())
+      throw invalid_option_error(std::string(check.error.view()));
+    auto const& list = schedule_.actions[stage()];
+    // The action after which each chunk's gradients are complete: buckets may start then.
+    last_gradient_.assign(chunks_.size(), 0);
+    for (std::size_t k = 0; k < list.size(); ++k)
+      if (list[k].op == pipeline_op::backward || list[k].op == pipeline_op::backward_weight)
+        last_gradient_[list[k].chunk] = k;
+  }
+
+  // Runs this stage's actions of the schedule; the step's loss (summed over the stages).
+  double run_schedule(std::span<micro_batch const> batch, double tokens, memory_phases& phases, exec_type const& exec) {
+    std::size_t const v = chunks_.size(), V = stages() * v, s = stage();
+    std::vector<in_flight> state(batch.size() * v);
+    auto const at = [&](pipeline_action const& a) -> in_flight& { return state[a.micro * v + a.chunk]; };
+    communicator const& pp = pp_ == npos ? mesh_.comm() : mesh_.group(axis_set::of(pp_));
+    detail::stage_transfers<activation> transfers(
+        pp, schedule_, s, [&](pipeline_action const& a) { return chunks_[a.chunk]->make_boundary(batch[a.micro].ids); },
+        exec);
+    transfers_ = &transfers;
+    timeline_.clear();
+    if (options_.timeline) MPI_Barrier(mesh_.comm().get());
+    auto const start = clock::now();
+    auto const seconds = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+    double loss = 0;
+    auto const& list = schedule_.actions[s];
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      pipeline_action const& a = list[k];
+      Model& chunk = *chunks_[a.chunk];
+      std::size_t const vs = schedule_.virtual_stage(s, a.chunk);
+      in_flight& f = at(a);
+      double const began = seconds();
+      switch (a.op) {
+        case pipeline_op::receive_activation: f.input = transfers.receive(a); break;
+        case pipeline_op::receive_gradient: f.gradient_in = transfers.receive(a); break;
+        case pipeline_op::send_activation: transfers.send(a, std::exchange(f.output, {})); break;
+        case pipeline_op::send_gradient: transfers.send(a, std::exchange(f.gradient_out, {})); break;
+        case pipeline_op::forward: {
+          phases.begin();
+          auto out = chunk.forward_chunk(&batch[a.micro].ids, std::exchange(f.input, {}), &batch[a.micro].targets,
+                                         tokens, exec);
+          if (out.loss) loss += static_cast<double>(*out.loss);
+          if (vs + 1 < V) f.output = boundary(chunk, std::move(out.y), exec);
+          out.y = {};
+          f.saved = chunk.take_saved();
+          phases.end(0);
+          break;
+        }
+        case pipeline_op::backward:
+        case pipeline_op::backward_input: {
+          phases.begin();
+          bool const split = a.op == pipeline_op::backward_input;
+          gradients_complete_ = !split && k == last_gradient_[a.chunk];
+          if (split) stage_mesh_.state<weight_gradient_deferral>().into(&f.weights);
+          chunk.restore_saved(std::move(f.saved));
+          activation d = chunk.backward_chunk(std::exchange(f.gradient_in, {}), exec);
+          stage_mesh_.state<weight_gradient_deferral>().into(nullptr);
+          gradients_complete_ = false;
+          if (vs > 0) f.gradient_out = boundary(chunk, std::move(d), exec);
+          phases.end(1);
+          break;
+        }
+        case pipeline_op::backward_weight:
+          phases.begin();
+          run(f.weights);
+          if (k == last_gradient_[a.chunk]) start_buckets_of(chunk);
+          phases.end(1);
+          break;
+      }
+      if (options_.timeline && is_compute(a.op)) timeline_.push_back({a, began, seconds()});
+      advance();
+    }
+    transfers.finish();
+    transfers_ = nullptr;
+    if (stages() == 1) return loss;
+    Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::pipeline_loss", 1);
+    sum(0) = loss;  // only the last stage has a loss
+    all_reduce(pp, sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
+    return sum(0);
+  }
+
+  // x in the layout that crosses stage boundaries (where a chunk's output or input gradient already is).
+  static activation boundary(Model const& chunk, activation x, exec_type const& exec) {
+    return ops::detail::to_layout(x, chunk.boundary_layout(), exec);
+  }
+
   void on_stage(typename Model::stage_event const& e) {
     bool const forward = e.phase == "forward";
     if (options_.stage == zero_stage::parameters) {
@@ -227,17 +427,31 @@ class trainer {
         for_stage(e.stage, [&](member& m) { m.release(); });
       }
     }
-    if (options_.overlap && !e.before && !forward && last_micro_batch_)
-      for (auto& b : buckets_)
-        if (!b->started() && b->ready_stage() == e.stage) b->start(exec_);
+    if (!e.before && !forward && gradients_complete_) start_buckets_ready_at(e.stage);
     advance();
     if (user_trace_) user_trace_(e);
   }
 
-  // Advances every reduction and gather in flight without blocking.
+  void start_buckets_ready_at(std::size_t stage) {
+    if (!options_.overlap) return;
+    for (auto& b : buckets_)
+      if (!b->started() && b->ready_stage() == stage) b->start(exec_);
+  }
+  // After a chunk's last weight gradients: the buckets its stages complete.
+  void start_buckets_of(Model const& chunk) {
+    model_part const& part = chunk.part();
+    for (std::size_t st = 0; st < chunk.stage_count(); ++st) {
+      bool const held = (st == 0 && part.embedding) || (st > part.first && st <= part.last) ||
+                        (st > chunk.config().layers && part.head);
+      if (held) start_buckets_ready_at(st);
+    }
+  }
+
+  // Advances every reduction, gather and transfer in flight without blocking.
   void advance() {
     for (auto& b : buckets_) b->progress();
     for (auto& p : parameters_) p->progress();
+    if (transfers_) transfers_->progress();
   }
 
   template <class Visit>
@@ -259,7 +473,8 @@ class trainer {
     }
   }
 
-  // sqrt of the sum of squares of every gradient element, each counted once.
+  // sqrt of the sum of squares of every gradient element, each counted once
+  // (over every stage: each holds its own parameters).
   double global_norm(exec_type const& exec) {
     Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::gradient_norm", 1);
     for (auto& p : parameters_) sum(0) += p->counted_sum_of_squares(exec);
@@ -267,15 +482,19 @@ class trainer {
     return std::sqrt(sum(0));
   }
 
-  Model* model_;
-  device_mesh mesh_;
+  std::vector<Model*> chunks_;
+  device_mesh mesh_, stage_mesh_;
   training_options options_;
-  std::size_t dp_;
+  std::size_t pp_, dp_;
   std::vector<std::unique_ptr<member>> parameters_;  // in forward order
   std::vector<std::unique_ptr<bucket>> buckets_;     // in backward order
   typename Model::trace_hook user_trace_;
   exec_type exec_;
-  bool last_micro_batch_ = false;
+  pipeline_schedule schedule_;
+  std::vector<std::size_t> last_gradient_;  // per chunk, the index of its last B or W in this stage's list
+  bool gradients_complete_ = false;         // in the backward that completes a chunk's gradients
+  detail::stage_transfers<activation>* transfers_ = nullptr;
+  std::vector<timed_action> timeline_;
   std::size_t steps_ = 0;
   memory_report memory_;
 };

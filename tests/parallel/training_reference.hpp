@@ -1,0 +1,139 @@
+#pragma once
+// The serial side of the training tests: the reference GPT trained on the
+// whole global batch for a few steps with its own optimizers (written here
+// from their definitions) and global-norm clipping, the batches of each
+// step, and the comparison of a distributed run's history against it.
+//
+// Tolerance. After three steps the parameters agree within 1e-5 absolute
+// (they are O(1)). The float gradients carry absolute rounding errors dg of
+// about 1e-9 (sums of O(1e-2) terms rounded at 6e-8). AdamW's step moves an
+// element by lr m/(sqrt(v)+eps), whose sensitivity to g is at most
+// lr/eps (for g near 0): with lr = 1e-2 and eps = 1e-4 an error of at most
+// ~1e-7 per step, ~3e-7 after three, well below 1e-5; a wrong reduction, a
+// gradient counted twice or a shard updated twice moves an element by
+// O(lr) = 1e-2. Adam barely sees a gradient's scale, so the global norm is
+// compared too, every step, within 1e-4 relative (a wrong normalisation of
+// the loss changes it by the factor that is wrong), and SGD, which sees the
+// scale, is checked as well. Every configuration is within the tolerance of
+// the same reference, hence within 2e-5 of every other.
+
+#include "small_gpt.hpp"
+
+#include <shardmesh/parallel/optimizer.hpp>
+#include <shardmesh/shardmesh.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardmesh::test::training {
+
+namespace ref = shardmesh::test::reference;
+
+using host = Kokkos::HostSpace;
+using values = std::map<std::string, std::vector<double>>;
+constexpr double tolerance = 1e-5;
+constexpr std::size_t steps = 3;
+constexpr double clip = 0.5;
+
+inline ref::config tiny(std::size_t batch) { return small_gpt(batch, 5); }
+
+// The step's samples: tokens and targets [global][T]; padded, sample b
+// has 1 + (2b + step) mod T targets and padding (-1) after them.
+struct batch {
+  std::vector<int> tokens, targets;
+};
+inline batch batch_of_step(ref::config const& c, std::size_t step, bool padded) {
+  batch b{ref::make_tokens(c, 11, 100 + step), ref::make_tokens(c, 11, 200 + step)};
+  if (padded)
+    for (std::size_t i = 0; i < c.B; ++i)
+      for (std::size_t t = 1 + (2 * i + step) % c.T; t < c.T; ++t) b.targets[i * c.T + t] = -1;
+  return b;
+}
+
+// The serial optimizers, written from their definitions.
+struct reference_optimizer {
+  parallel::optimizer method;
+  values m, v;
+  void step(values& p, values const& g, std::size_t t, double scale) {
+    for (auto& [name, w] : p) {
+      auto& m1 = m[name];
+      auto& m2 = v[name];
+      m1.resize(w.size(), 0.0);
+      m2.resize(w.size(), 0.0);
+      std::vector<double> const& grad = g.at(name);
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        double const d = scale * grad[i];
+        if (auto const* s = std::get_if<parallel::sgd>(&method)) {
+          m1[i] = s->momentum * m1[i] + d + s->weight_decay * w[i];
+          w[i] -= s->lr * m1[i];
+        } else {
+          auto const& a = std::get<parallel::adamw>(method);
+          m1[i] = a.beta1 * m1[i] + (1 - a.beta1) * d;
+          m2[i] = a.beta2 * m2[i] + (1 - a.beta2) * d * d;
+          double const mhat = m1[i] / (1 - std::pow(a.beta1, static_cast<double>(t)));
+          double const vhat = m2[i] / (1 - std::pow(a.beta2, static_cast<double>(t)));
+          w[i] -= a.lr * (a.weight_decay * w[i] + mhat / (std::sqrt(vhat) + a.eps));
+        }
+      }
+    }
+  }
+};
+
+struct history {
+  values parameters;
+  std::vector<double> losses, norms;
+};
+
+inline history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method,
+                               bool padded = false) {
+  history h{start, {}, {}};
+  reference_optimizer o{method, {}, {}};
+  for (std::size_t s = 0; s < steps; ++s) {
+    ref::parameters p = ref::zero_parameters(c);
+    ref::for_each_parameter(
+        c, p, [&](std::string const& name, std::vector<double>& v, auto const&) { v = h.parameters.at(name); });
+    batch const b = batch_of_step(c, s, padded);
+    ref::forward_result const f = ref::forward(c, p, b.tokens, b.targets);
+    values const g = by_name(c, ref::backward(c, p, f, b.tokens, b.targets));
+    double squares = 0;
+    for (auto const& [name, v] : g)
+      for (double x : v) squares += x * x;
+    double const norm = std::sqrt(squares);
+    h.losses.push_back(f.loss);
+    h.norms.push_back(norm);
+    o.step(h.parameters, g, s + 1, norm > clip ? clip / (norm + 1e-6) : 1.0);
+  }
+  return h;
+}
+
+inline dynamic_dtensor<int, 2, host> rows(device_mesh const& mesh, layout const& l, std::vector<int> const& all,
+                                          interval samples, std::size_t T) {
+  Kokkos::View<int**, Kokkos::LayoutRight, host> global("ids", samples.size(), T);
+  std::copy(all.begin() + static_cast<std::ptrdiff_t>(samples.begin * T),
+            all.begin() + static_cast<std::ptrdiff_t>(samples.end * T), global.data());
+  return distribute<host>(mesh, l, global);
+}
+
+inline void require_close(history const& got, history const& want, double bound) {
+  for (std::size_t s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    CHECK(std::abs(got.losses[s] - want.losses[s]) <= 1e-5 * want.losses[s]);
+    CHECK(std::abs(got.norms[s] - want.norms[s]) <= 1e-4 * want.norms[s]);
+  }
+  REQUIRE(got.parameters.size() == want.parameters.size());
+  for (auto const& [name, w] : want.parameters) {
+    auto const& g = got.parameters.at(name);
+    REQUIRE(g.size() == w.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]));
+    INFO(name << ": largest difference " << worst);
+    CHECK(worst <= bound);
+  }
+}
+
+}  // namespace shardmesh::test::training
