@@ -1,7 +1,16 @@
-// Trains the small GPT on a generated task with data, tensor and state
-// parallelism chosen on the command line, on 1 to 8 ranks:
+// Trains the small GPT on a generated task with data, tensor, pipeline and
+// state parallelism chosen on the command line, on 1 to 8 ranks:
 //
 //   mpiexec -n 4 build/release/examples/train_gpt --dp 2 --tp 2 --zero 3 --micro-batch 4 --accumulation 2
+//   mpiexec -n 2 build/release/examples/train_gpt --pp 2 --schedule 1f1b --microbatches 8 --timeline 1f1b.svg
+//
+// With --pp, the layers are cut into pp x --virtual chunks balanced by
+// their flops (the embedding on the first, the head on the last), and each
+// step's micro-batches (--microbatches, the same as --accumulation) run
+// through the pipeline by --schedule. --timeline FILE.svg draws the last
+// step's actions per stage as measured, next to the schedule simulated with
+// the measured mean action times, prints both idle shares, and writes
+// FILE.png too where rsvg-convert is installed.
 //
 // The task needs no download and has a pattern to learn: each sequence
 // counts up from a random start by a stride drawn from a few, modulo the
@@ -19,6 +28,7 @@
 // reports the largest difference of the two loss curves; the exit status
 // says whether it stayed within the tolerance.
 #include <shardmesh/parallel/memory_report.hpp>
+#include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +37,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -46,7 +59,8 @@ using trainer_type = parallel::trainer<model_type>;
 constexpr double check_tolerance = 1e-3;
 
 struct options {
-  std::size_t dp = 1, tp = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
+  std::size_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
+  std::string schedule = "1f1b", timeline;
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::string method = "adamw";
   double lr = 3e-3, clip = 1.0, weight_decay = 0.01;
@@ -104,17 +118,32 @@ samples make_samples(options const& o, std::size_t step, std::size_t first, std:
   return s;
 }
 
-// One training run on its own mesh: dp x tp over `comm`.
+parallel::schedule_kind schedule_of(std::string const& name) {
+  for (auto k : {parallel::schedule_kind::gpipe, parallel::schedule_kind::one_f_one_b,
+                 parallel::schedule_kind::interleaved, parallel::schedule_kind::zero_bubble})
+    if (parallel::to_string(k) == name) return k;
+  throw invalid_option_error("train_gpt: no schedule " + name);
+}
+
+// One training run on its own mesh: dp x pp x tp over `comm`, this rank's
+// pipeline stage holding its chunks of the model.
 class run {
  public:
-  run(MPI_Comm comm, options const& o, parallel::batch_accounting const& batch, std::size_t tp,
+  run(MPI_Comm comm, options const& o, parallel::batch_accounting const& batch, std::size_t pp, std::size_t tp,
       parallel::zero_stage stage)
       : o_(o),
         batch_(batch),
-        mesh_(comm, mesh_shape{{"dp", batch.data_parallel()}, {"tp", tp}}),
+        mesh_(comm, mesh_shape{{"dp", batch.data_parallel()}, {"pp", pp}, {"tp", tp}}),
+        stage_(mesh_.submesh({"dp", "tp"})),
         config_{o.vocabulary, o.sequence, o.hidden, o.heads, o.head_size, o.ffn, o.layers, 1e-5, o.sequence_parallel},
-        model_(mesh_, config_, initial_values(config_, o.seed)),
-        trainer_(model_, mesh_, {stage, method(o), o.clip, o.bucket_kib * 1024}) {}
+        chunks_(make_chunks(pp, pp > 1 ? o.chunks : 1)),
+        trainer_(pointers(), mesh_,
+                 {.stage = stage,
+                  .method = method(o),
+                  .clip_norm = o.clip,
+                  .bucket_bytes = o.bucket_kib * 1024,
+                  .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
+                  .timeline = !o.timeline.empty()}) {}
 
   [[nodiscard]] trainer_type::step_result step(std::size_t s) {
     std::vector<trainer_type::micro_batch> micro;
@@ -130,6 +159,20 @@ class run {
   [[nodiscard]] trainer_type const& trainer() const { return trainer_; }
 
  private:
+  // Chunk c of this stage is virtual stage c x pp + s of the balanced partition.
+  std::deque<model_type> make_chunks(std::size_t pp, std::size_t v) {
+    auto const parts = parallel::partition_layers(config_.layers, pp * v, parallel::gpt_layer_costs(config_));
+    std::deque<model_type> chunks;
+    for (std::size_t c = 0; c < v; ++c)
+      chunks.emplace_back(stage_, config_, initial_values(config_, o_.seed), parts[c * pp + mesh_.coordinates()[1]]);
+    return chunks;
+  }
+  std::vector<model_type*> pointers() {
+    std::vector<model_type*> out;
+    for (model_type& m : chunks_) out.push_back(&m);
+    return out;
+  }
+
   static parallel::optimizer method(options const& o) {
     if (o.method == "sgd") return parallel::sgd{.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
     return parallel::adamw{.lr = o.lr, .weight_decay = o.weight_decay};
@@ -137,14 +180,14 @@ class run {
   dynamic_dtensor<int, 2, Kokkos::HostSpace> tensor_of(std::vector<int> const& values, std::size_t rows) {
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> global("samples", rows, o_.sequence);
     std::copy(values.begin(), values.end(), global.data());
-    return distribute<Kokkos::HostSpace>(mesh_, model_.layouts().ids, global);
+    return distribute<Kokkos::HostSpace>(stage_, chunks_.front().layouts().ids, global);
   }
 
   options o_;
   parallel::batch_accounting batch_;
-  device_mesh mesh_;
+  device_mesh mesh_, stage_;
   parallel::gpt_config config_;
-  model_type model_;
+  std::deque<model_type> chunks_;
   trainer_type trainer_;
 };
 
@@ -162,29 +205,47 @@ void print_memory(run const& r, char const* when) {
               parallel::to_string(r.trainer().memory()).c_str());
 }
 
+// The last step's timeline as measured and as simulated with its mean
+// action times: the idle shares printed, the picture written (SVG, and PNG
+// through rsvg-convert where it is installed).
+void draw_timeline(run const& r, std::string const& file) {
+  auto const measured = parallel::gather_timeline(r.trainer(), r.mesh());
+  if (!measured) return;
+  parallel::pipeline_simulation const predicted = simulate(measured->schedule, measured->mean_costs());
+  std::ofstream(file) << parallel::timeline_svg(*measured, predicted);
+  std::printf("\ntimeline of the last step: idle share measured %.3f, predicted from the mean action times %.3f; %s\n",
+              measured->idle_share(), predicted.idle_share(), file.c_str());
+  std::string const png = file.substr(0, file.rfind('.')) + ".png";
+  std::string const convert =
+      "command -v rsvg-convert >/dev/null && rsvg-convert -b white -o '" + png + "' '" + file + "'";
+  if (std::system(convert.c_str()) == 0) std::printf("and %s\n", png.c_str());
+}
+
 int train(options const& o) {
   auto const ranks = static_cast<std::size_t>([] {
     int n = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     return n;
   }());
-  if (o.dp * o.tp != ranks)
-    throw invalid_mesh_error("train_gpt: dp x tp = " + std::to_string(o.dp * o.tp) + " but there are " +
+  if (o.dp * o.pp * o.tp != ranks)
+    throw invalid_mesh_error("train_gpt: dp x pp x tp = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
                              std::to_string(ranks) + " ranks");
   parallel::batch_accounting const batch = accounting(o);
-  run distributed(MPI_COMM_WORLD, o, batch, o.tp, parallel::to_zero_stage(static_cast<long long>(o.zero)));
+  run distributed(MPI_COMM_WORLD, o, batch, o.pp, o.tp, parallel::to_zero_stage(static_cast<long long>(o.zero)));
   std::optional<run> serial;  // the same global batch on one rank
   if (o.check)
-    serial.emplace(MPI_COMM_SELF, o, parallel::batch_accounting::uneven(batch.global(), batch.accumulation(), 1), 1,
+    serial.emplace(MPI_COMM_SELF, o, parallel::batch_accounting::uneven(batch.global(), batch.accumulation(), 1), 1, 1,
                    parallel::zero_stage::none);
   bool const root = distributed.mesh().rank() == 0;
   parallel::batch_accounting const& b = distributed.batch();
   if (root)
     std::printf(
-        "train_gpt: %zu ranks, dp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu micro-steps x %zu "
-        "replicas, %zu buckets\n",
-        ranks, o.dp, o.tp, o.zero, b.global(), b.even() ? "" : "up to ", b.micro(), b.accumulation(), b.data_parallel(),
-        distributed.trainer().bucket_count());
+        "train_gpt: %zu ranks, dp=%zu x pp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu micro-steps x %zu "
+        "replicas, %zu buckets%s\n",
+        ranks, o.dp, o.pp, o.tp, o.zero, b.global(), b.even() ? "" : "up to ", b.micro(), b.accumulation(),
+        b.data_parallel(), distributed.trainer().bucket_count(),
+        o.pp > 1 ? (", schedule " + o.schedule + " with " + std::to_string(o.chunks) + " chunk(s) per stage").c_str()
+                 : "");
   double worst = 0;
   for (std::size_t s = 0; s < o.steps; ++s) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -211,6 +272,7 @@ int train(options const& o) {
     if (s == 0) print_memory(distributed, "first");
   }
   print_memory(distributed, "last");
+  if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
   if (!o.check) return 0;
   bool const ok = worst <= check_tolerance;
   if (root)
@@ -226,9 +288,16 @@ int main(int argc, char** argv) {
   CLI::App app("Trains a small GPT with data, tensor and state (ZeRO) parallelism on a generated task.");
   app.add_option("--dp", o.dp, "data-parallel replicas")->capture_default_str();
   app.add_option("--tp", o.tp, "tensor-parallel degree")->capture_default_str();
+  app.add_option("--pp", o.pp, "pipeline stages")->capture_default_str();
+  app.add_option("--schedule", o.schedule, "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}))
+      ->capture_default_str();
+  app.add_option("--virtual", o.chunks, "model chunks per stage (interleaved)")->capture_default_str();
+  app.add_option("--timeline", o.timeline, "draw the last step's pipeline timeline into this SVG file");
   app.add_option("--zero", o.zero, "ZeRO stage, 0 to 3")->capture_default_str();
   app.add_option("--micro-batch", o.micro, "samples per replica per micro-step")->capture_default_str();
-  app.add_option("--accumulation", o.accumulation, "micro-steps per step")->capture_default_str();
+  app.add_option("--accumulation,--microbatches", o.accumulation, "micro-steps per step (a pipeline's micro-batches)")
+      ->capture_default_str();
   app.add_option("--global-batch", o.global, "samples per step, split as evenly as it goes (0: from the others)");
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
   app.add_option("--optimizer", o.method, "adamw or sgd")
