@@ -5,14 +5,16 @@
 
 RESULTS are Google Benchmark JSON files of bench_transitions (one per rank
 count), optionally of bench/dtensor_transitions.py, of
-bench_transformer_block and of bench_data_parallel. Transition names are
+bench_transformer_block, of bench_data_parallel and of bench_pipeline. Transition names are
 kind/mesh/from->to/size/implementation; the transformer block's are
 block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation;
-data parallelism's reduce_scatter/size/implementation and dp_step/model/stage.
+data parallelism's reduce_scatter/size/implementation and dp_step/model/stage;
+pipelines' p2p/size/implementation and pipeline/schedule/m<micro-batches>.
 Times are medians over repetitions (rounds); ratios are medians of the ratios
 of runs taken side by side. Each --readme FILE has the part between each pair
 of results markers it holds replaced by the section of those results:
-transition results, transformer block results, gemm results, data parallel results.
+transition results, transformer block results, gemm results, data parallel results,
+pipeline results.
 """
 import argparse
 import json
@@ -28,6 +30,8 @@ GEMM_MARKERS = ("<!-- gemm results begin -->", "<!-- gemm results end -->")
 BLOCK_KINDS = ("block", "gemm")
 DP_MARKERS = ("<!-- data parallel results begin -->", "<!-- data parallel results end -->")
 DP_KINDS = ("reduce_scatter", "dp_step")
+PIPELINE_MARKERS = ("<!-- pipeline results begin -->", "<!-- pipeline results end -->")
+PIPELINE_KINDS = ("p2p", "pipeline")
 SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
@@ -40,7 +44,7 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS for b in data["benchmarks"]):
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
@@ -311,10 +315,10 @@ def block_summary(results):
     return "\n".join(lines)
 
 
-def load_data_parallel(paths):
+def load_data_parallel(paths, kinds=DP_KINDS):
     """{(ranks, kind, case): {impl: [{"ms": ..., counters...} per round, in order]}} and the contexts."""
     results = defaultdict(lambda: defaultdict(list))
-    runs, contexts = iterations(paths, DP_KINDS)
+    runs, contexts = iterations(paths, kinds)
     for path, context, b, parts, ms in runs:
         results[(context.get("mpi_ranks", path), parts[0], parts[1])][parts[2]].append({**numbers(b), "ms": ms})
     return results, contexts
@@ -364,6 +368,47 @@ def data_parallel_section(results):
     return "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n\n" + "\n".join(steps) + "\n"
 
 
+def pipeline_section(results):
+    """The point-to-point transfer against MPI_Isend/MPI_Irecv, and each schedule's idle share measured against
+    the simulation's from the measured mean action times."""
+    lines = []
+    p2p = ["| ranks | activation | shardmesh ms | MPI_Isend/MPI_Irecv ms | shardmesh / MPI |", "|" + "---|" * 5]
+    ratios = []
+    for key in sorted((k for k in results if k[1] == "p2p"), key=lambda k: (str(k[0]), SIZES[k[2]])):
+        ranks, _, size = key
+        r = results[key]
+        if "shardmesh" not in r or "mpi" not in r:
+            continue
+        ratio = dp_ratio(r["shardmesh"], r["mpi"])
+        ratios.append((ranks, size, ratio))
+        med = lambda impl: fmt_ms(statistics.median(x["ms"] for x in r[impl]))
+        p2p.append(f"| {ranks} | {size} | {med('shardmesh')} | {med('mpi')} | {ratio:.2f} |")
+    if ratios:
+        within = [x for x in ratios if x[2] <= 1.05]
+        lines.append(f"- activation transfer between stages within 1.05x of hand-written MPI_Isend/MPI_Irecv: "
+                     f"{len(within)} of {len(ratios)} sizes; " + ", ".join(f"{size}: {ratio:.2f}x" for _, size, ratio in ratios))
+    rows = ["| ranks | schedule | micro-batches | step ms | idle measured | idle predicted | difference | idle, unit costs |",
+            "|" + "---|" * 8]
+    diffs, share = [], {}
+    for key in sorted((k for k in results if k[1] == "pipeline"), key=lambda k: (str(k[0]), k[2])):
+        ranks, _, schedule = key
+        for m, rounds in sorted(results[key].items(), key=lambda kv: int(kv[0][1:])):
+            c = lambda name: statistics.median(x[name] for x in rounds)
+            diff = abs(c("idle_measured") - c("idle_predicted"))
+            diffs.append(diff)
+            share[(ranks, schedule, m)] = c("idle_measured")
+            rows.append(f"| {ranks} | {schedule} | {m[1:]} | {c('step_ms'):.1f} | {c('idle_measured'):.3f} | "
+                        f"{c('idle_predicted'):.3f} | {diff:.3f} | {c('idle_unit'):.3f} |")
+    if diffs:
+        lines.append(f"- measured idle share within 0.05 of the simulation's from the measured action times: "
+                     f"{sum(d <= 0.05 for d in diffs)} of {len(diffs)} runs (largest difference {max(diffs):.3f})")
+        pairs = [(k, share[k], share[(k[0], "1f1b", k[2])]) for k in share if k[1] == "zb-h1" and (k[0], "1f1b", k[2]) in share]
+        if pairs:
+            lines.append(f"- ZB-H1's idle share below 1F1B's: {sum(z < f for _, z, f in pairs)} of {len(pairs)}; "
+                         + ", ".join(f"m = {k[2][1:]}: {z:.3f} against {f:.3f}" for k, z, f in sorted(pairs, key=lambda x: int(x[0][2][1:]))))
+    return "\n".join(lines) + "\n\n" + "\n".join(p2p) + "\n\n" + "\n".join(rows) + "\n"
+
+
 def replace_between(text, markers, section):
     begin, end = markers
     head, rest = text.split(begin, 1)
@@ -383,7 +428,8 @@ def main():
     results, contexts = load(args.results)
     block, block_contexts = load_block(args.results)
     dp, dp_contexts = load_data_parallel(args.results)
-    if not results and not block and not dp:
+    pipe, pipe_contexts = load_data_parallel(args.results, PIPELINE_KINDS)
+    if not results and not block and not dp and not pipe:
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -395,6 +441,8 @@ def main():
             sections[GEMM_MARKERS] = f"Produced by `{args.command}` on {machine(block_contexts)}.\n\n{gemm_table(block)}\n"
     if dp:
         sections[DP_MARKERS] = f"Produced by `{args.command}` on {machine(dp_contexts)}.\n\n{data_parallel_section(dp)}"
+    if pipe:
+        sections[PIPELINE_MARKERS] = f"Produced by `{args.command}` on {machine(pipe_contexts)}.\n\n{pipeline_section(pipe)}"
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -406,7 +454,8 @@ def main():
     for path in args.readme:
         with open(path) as f:
             readme = f.read()
-        if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS)):
+        if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
+                                                                           PIPELINE_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

@@ -81,9 +81,14 @@ std::vector<model*> pointers(std::deque<model>& chunks) {
   return out;
 }
 
-// The parameters this rank's stage holds after training, and the losses and
-// norms of each step; *over_stages: how many parameters all the stages hold.
-history train(setup const& su, values const& start, std::size_t global, std::size_t* over_stages = nullptr) {
+// What a run leaves besides its history: how many parameters all the stages
+// hold, and the bytes of parameters the ledger counted on this rank after the update.
+struct run_facts {
+  std::size_t held = 0, parameter_bytes = 0;
+};
+
+// The parameters this rank's stage holds after training, and the losses and norms of each step.
+history train(setup const& su, values const& start, std::size_t global, run_facts* facts = nullptr) {
   ref::config const c = config_for(global);
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
   device_mesh const stage = mesh.submesh({"dp", "tp"});
@@ -112,11 +117,12 @@ history train(setup const& su, values const& start, std::size_t global, std::siz
       auto const g = gather(p.stored());
       h.parameters[name].assign(g.data(), g.data() + g.size());
     });
-  if (over_stages) {
+  if (facts) {
     Kokkos::View<double*, Kokkos::HostSpace> n("parameters", 1);
     n(0) = static_cast<double>(h.parameters.size());
     all_reduce(mesh.group(axis_set::of(1)), n, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-    *over_stages = static_cast<std::size_t>(n(0));
+    facts->held = static_cast<std::size_t>(n(0));
+    facts->parameter_bytes = train.memory().phases[3].end_of(memory_category::parameters);
   }
   return h;
 }
@@ -164,10 +170,10 @@ TEST_CASE("3-D training with every schedule equals serial AdamW with clipping", 
                     parallel::adamw{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1}));
           setup const s{dp, pp, tp, kind, v, stage, m, {}};
           INFO(describe(s));
-          std::size_t held = 0;
-          history const h = train(s, start, global, &held);
+          run_facts facts;
+          history const h = train(s, start, global, &facts);
           require_close(h, restricted(references.at(global), h), tolerance);
-          CHECK(held == references.at(global).parameters.size());  // every parameter on exactly one stage
+          CHECK(facts.held == references.at(global).parameters.size());  // every parameter on exactly one stage
           ++runs;
         }
       }
@@ -200,6 +206,36 @@ TEST_CASE("pipelines with ZeRO 1 and 2, uneven layer counts and uneven batches e
   INFO(describe(s) << ", 7 samples");
   history const h = train(s, start_odd, odd);
   require_close(h, restricted(want_odd, h), tolerance);
+}
+
+TEST_CASE("the first and last stages' ledgers hold the embedding and the head besides their blocks",
+          "[parallel][pipeline]") {
+  for (auto const& [dp, pp, tp] : meshes()) {
+    if (tp != 1) continue;  // replicated parameters: a stage holds its parameters' global elements
+    std::size_t const global = 2 * pp * dp;
+    ref::config const c = config_for(global);
+    values const start = by_name(c, ref::init_parameters(c, 5));
+    setup const s{dp, pp, tp, schedule_kind::one_f_one_b, 1, zero_stage::none, pp, {}};
+    INFO(describe(s));
+    run_facts facts;
+    history const h = train(s, start, global, &facts);
+    // The stage's parameters by the model's declared shapes: its blocks, and the embedding or the head.
+    std::size_t const stage = static_cast<std::size_t>(test::world_rank()) / tp % pp;
+    parallel::model_part const part = parallel::partition_layers(c.L, pp)[stage];
+    std::size_t elements = 0;
+    for (auto const& [name, extents] : parallel::gpt_parameter_shapes(gpt_config_of(c))) {
+      bool const block = name.starts_with("h") && name != "h";
+      std::size_t const layer = block ? std::stoul(name.substr(1, name.find('.') - 1)) : 0;
+      bool const held = block ? layer >= part.first && layer < part.last
+                              : (name.starts_with("w") && name.size() == 3 ? part.embedding : part.head);
+      if (!held) continue;
+      CHECK(h.parameters.contains(name));
+      std::size_t n = 1;
+      for (std::size_t e : extents) n *= e;
+      elements += n;
+    }
+    CHECK(facts.parameter_bytes == elements * sizeof(float));
+  }
 }
 
 TEST_CASE("bad pipelines are refused with the same error on every rank", "[parallel][pipeline]") {

@@ -1,0 +1,192 @@
+// Pipeline parallelism, measured side by side in one run:
+//
+//   p2p/<size>/<impl>  an activation of <size> bytes from each even rank to
+//       the next odd one and back (a stage boundary crossed forward, then
+//       its gradient backward):
+//         shardmesh  what the pipeline does: a receive buffer from the
+//                    mesh's pool, irecv and isend of a dtensor's block
+//         mpi        MPI_Irecv and MPI_Isend on buffers allocated once
+//
+//   pipeline/<schedule>/m<m>  one training step of a GPT on 2 stages (and
+//       dp = ranks / 2), m micro-batches, timed action by action: counters
+//       (medians over the iterations) step_ms, idle_measured (the idle share
+//       of the schedule's actions as they ran), idle_predicted (the same
+//       schedule simulated with this step's mean action times per stage),
+//       and idle_unit (the schedule's closed form: unit costs).
+//
+// Time: the slowest rank's per iteration. The pipeline's wall-clock
+// figures are meant for 2 ranks, one per core.
+#include "deferred_registration.hpp"
+#include "max_over_ranks.hpp"
+
+#include <shardmesh/parallel/pipeline_timeline.hpp>
+#include <shardmesh/shardmesh.hpp>
+
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace shardmesh;
+using namespace shardmesh::bench;
+using host = Kokkos::HostSpace;
+using model_type = parallel::gpt<float, host>;
+using trainer_type = parallel::trainer<model_type>;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The meshes every case uses, freed before Kokkos and MPI finalize.
+std::unique_ptr<device_mesh>& mesh_slot() {
+  static std::unique_ptr<device_mesh> mesh;
+  return mesh;
+}
+device_mesh const& world_mesh() {
+  auto& mesh = mesh_slot();
+  if (!mesh)
+    mesh = std::make_unique<device_mesh>(MPI_COMM_WORLD, mesh_shape{{"dp", dynamic_extent}, {"pp", 2}, {"tp", 1}});
+  return *mesh;
+}
+
+void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
+  device_mesh const& mesh = world_mesh();
+  device_mesh const stage = mesh.submesh({"dp", "tp"});
+  communicator const& pp = mesh.group(axis_set::of(1));
+  int const me = pp.rank(), peer = 1 - me;
+  std::size_t const n = bytes / sizeof(float);
+  // The activation [n / 64, 8, 8] in a layout whose block is whole on this rank (the stage's dp is 1 per group here).
+  bound_layout const whole = bind(stage.shape(), layout{replicated, replicated, replicated});
+  tensor_index const extents{n / 64, 8, 8};
+  auto const activation = ops::detail::make_like<float, 3, host>(stage, whole, extents);
+  Kokkos::deep_copy(activation.local(), 1.0F);
+  using flat = Kokkos::View<float*, host>;
+  flat const out(ops::local::flat(activation.local())), in("in", n);
+  // Forward: 0 -> 1; backward: 1 -> 0, the receive posted before the send as the pipeline does.
+  auto const transfer = [&](int from) {
+    if (ours) {
+      if (me == from) {
+        isend(pp, out, peer, 1).wait();
+      } else {
+        auto const buffer = ops::detail::make_like<float, 3, host>(stage, whole, extents);
+        irecv(pp, flat(ops::local::flat(buffer.local())), peer, 1).wait();
+      }
+    } else {
+      MPI_Request r = MPI_REQUEST_NULL;
+      if (me == from)
+        MPI_Isend(out.data(), static_cast<int>(n), MPI_FLOAT, peer, 1, pp.get(), &r);
+      else
+        MPI_Irecv(in.data(), static_cast<int>(n), MPI_FLOAT, peer, 1, pp.get(), &r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+  };
+  time_max_over_ranks(state, [&] {
+    transfer(0);
+    transfer(1);
+  });
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * bytes));
+}
+
+// A GPT whose stages take tens of milliseconds per step here: 4 blocks, 2 per stage.
+parallel::gpt_config const model_config{
+    .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
+
+parallel::parameter_source initial_values() {
+  return [](std::string const& name) {
+    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(model_config)) {
+      if (n != name) continue;
+      std::size_t count = 1;
+      for (std::size_t e : extents) count *= e;
+      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
+      if (!name.ends_with("_g") && !name.ends_with("_b"))
+        for (std::size_t i = 0; i < count; ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
+      return v;
+    }
+    return std::vector<double>{};
+  };
+}
+
+void pipeline_case(benchmark::State& state, parallel::schedule_kind kind, std::size_t m) {
+  device_mesh const& mesh = world_mesh();
+  device_mesh const stage = mesh.submesh({"dp", "tp"});
+  std::size_t const v = kind == parallel::schedule_kind::interleaved ? 2 : 1, p = 2;
+  auto const parts = parallel::partition_layers(model_config.layers, p * v);
+  std::deque<model_type> chunks;
+  std::vector<model_type*> pointers;
+  for (std::size_t c = 0; c < v; ++c) {
+    chunks.emplace_back(stage, model_config, initial_values(), parts[c * p + mesh.coordinates()[1]]);
+    pointers.push_back(&chunks.back());
+  }
+  trainer_type train(pointers, mesh, {.method = parallel::adamw{}, .schedule = kind, .timeline = true});
+  std::size_t const samples = 4 * stage.shape()[0].extent;  // 4 per replica per micro-batch
+  Kokkos::View<int**, Kokkos::LayoutRight, host> ids("ids", samples, model_config.sequence);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids.data()[i] = static_cast<int>(i * 31 % model_config.vocabulary);
+  auto const tokens = distribute<host>(stage, chunks.front().layouts().ids, ids);
+  std::vector<trainer_type::micro_batch> const batch(m, {tokens, tokens});
+  (void)train.step(batch);  // the first step allocates and makes optimizer state
+  std::vector<double> steps, measured, predicted;
+  for (auto _ : state) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double const start = MPI_Wtime();
+    (void)train.step(batch);
+    steps.push_back(max_over_ranks(MPI_Wtime() - start));
+    state.SetIterationTime(steps.back());
+    auto const t = parallel::gather_timeline(train, mesh);
+    double shares[2] = {0, 0};
+    if (t) shares[0] = t->idle_share(), shares[1] = simulate(t->schedule, t->mean_costs()).idle_share();
+    MPI_Bcast(shares, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    measured.push_back(shares[0]);
+    predicted.push_back(shares[1]);
+  }
+  state.counters["step_ms"] = 1e3 * median(steps);
+  state.counters["idle_measured"] = median(measured);
+  state.counters["idle_predicted"] = median(predicted);
+  state.counters["idle_unit"] = simulate(train.schedule()).idle_share();
+}
+
+// Rounds of every case, its implementations side by side: SHARDMESH_BENCH_ROUNDS (default 1).
+std::size_t rounds() {
+  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
+  return value != nullptr ? std::max<std::size_t>(1, std::strtoul(value, nullptr, 10)) : 1;
+}
+
+void register_all() {
+  if (world_size() % 2 != 0) return;  // two stages
+  Kokkos::push_finalize_hook([] { mesh_slot().reset(); });
+  for (std::size_t round = 0; round < rounds(); ++round) {
+    std::string const suffix = rounds() > 1 ? "/round:" + std::to_string(round) : "";
+    for (std::size_t kib : {64, 1024, 4096, 16384})
+      for (bool ours : {true, false})
+        benchmark::RegisterBenchmark(
+            "p2p/" + (kib >= 1024 ? std::to_string(kib / 1024) + "MiB" : std::to_string(kib) + "KiB") + "/" +
+                (ours ? "shardmesh" : "mpi") + suffix,
+            [kib, ours](benchmark::State& state) { p2p_case(state, kib << 10, ours); })
+            ->UseManualTime()
+            ->Iterations(kib >= 4096 ? 50 : 200)
+            ->Unit(benchmark::kMillisecond);
+    for (auto kind : {parallel::schedule_kind::gpipe, parallel::schedule_kind::one_f_one_b,
+                      parallel::schedule_kind::interleaved, parallel::schedule_kind::zero_bubble})
+      for (std::size_t m : {2, 4, 8})
+        benchmark::RegisterBenchmark(
+            "pipeline/" + std::string(parallel::to_string(kind)) + "/m" + std::to_string(m) + suffix,
+            [kind, m](benchmark::State& state) { pipeline_case(state, kind, m); })
+            ->UseManualTime()
+            ->Iterations(5)
+            ->Unit(benchmark::kMillisecond);
+  }
+}
+
+int const registered = (deferred_registrations().push_back(register_all), 0);
+
+}  // namespace
