@@ -23,6 +23,8 @@
 // on 4 (oversubscribed).
 #include "deferred_registration.hpp"
 #include "max_over_ranks.hpp"
+#include "rounds.hpp"
+#include "synthetic_gpt.hpp"
 
 #include <shardmesh/shardmesh.hpp>
 
@@ -45,11 +47,6 @@ using namespace shardmesh;
 using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
 using buffer = Kokkos::View<float*, host>;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The mesh every case uses (its tuning measures once), freed before Kokkos
 // and MPI finalize.
@@ -92,28 +89,13 @@ void reduce_scatter_case(benchmark::State& state, std::size_t bytes, std::string
 parallel::gpt_config const model_config{
     .vocabulary = 2048, .sequence = 64, .hidden = 256, .heads = 4, .head_size = 64, .ffn = 1024, .layers = 4};
 
-parallel::parameter_source initial_values() {
-  return [](std::string const& name) {
-    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(model_config)) {
-      if (n != name) continue;
-      std::size_t count = 1;
-      for (std::size_t e : extents) count *= e;
-      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
-      if (!name.ends_with("_g") && !name.ends_with("_b"))
-        for (std::size_t i = 0; i < count; ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
-      return v;
-    }
-    return std::vector<double>{};
-  };
-}
-
 void step_case(benchmark::State& state, parallel::zero_stage stage) {
   using model_type = parallel::gpt<float, host>;
   using trainer_type = parallel::trainer<model_type>;
   device_mesh const& mesh = world_mesh();
   std::size_t const n = world_size();
-  model_type overlapped_model(mesh, model_config, initial_values()),
-      sequential_model(mesh, model_config, initial_values());
+  model_type overlapped_model(mesh, model_config, synthetic_values(model_config)),
+      sequential_model(mesh, model_config, synthetic_values(model_config));
   parallel::training_options options{
       .stage = stage, .method = parallel::adamw{}, .clip_norm = 1.0, .bucket_bytes = std::size_t{4} << 20};
   trainer_type overlapped(overlapped_model, mesh, options);
@@ -148,12 +130,6 @@ void step_case(benchmark::State& state, parallel::zero_stage stage) {
   state.counters["compute_ms"] = 1e3 * compute;
   state.counters["exposed_share"] = comm > 0 ? std::max(0.0, step - compute) / comm : 0;
   state.counters["buckets"] = static_cast<double>(overlapped.bucket_count());
-}
-
-// Rounds of every case, its implementations side by side: SHARDMESH_BENCH_ROUNDS (default 1).
-std::size_t rounds() {
-  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
-  return value != nullptr ? std::max<std::size_t>(1, std::strtoul(value, nullptr, 10)) : 1;
 }
 
 void register_all() {

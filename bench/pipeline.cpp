@@ -18,6 +18,8 @@
 // figures are meant for 2 ranks, one per core.
 #include "deferred_registration.hpp"
 #include "max_over_ranks.hpp"
+#include "rounds.hpp"
+#include "synthetic_gpt.hpp"
 
 #include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -42,11 +44,6 @@ using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
 using model_type = parallel::gpt<float, host>;
 using trainer_type = parallel::trainer<model_type>;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The meshes every case uses, freed before Kokkos and MPI finalize.
 std::unique_ptr<device_mesh>& mesh_slot() {
@@ -102,21 +99,6 @@ void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
 parallel::gpt_config const model_config{
     .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
 
-parallel::parameter_source initial_values() {
-  return [](std::string const& name) {
-    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(model_config)) {
-      if (n != name) continue;
-      std::size_t count = 1;
-      for (std::size_t e : extents) count *= e;
-      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
-      if (!name.ends_with("_g") && !name.ends_with("_b"))
-        for (std::size_t i = 0; i < count; ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
-      return v;
-    }
-    return std::vector<double>{};
-  };
-}
-
 void pipeline_case(benchmark::State& state, parallel::schedule_kind kind, std::size_t m) {
   device_mesh const& mesh = world_mesh();
   device_mesh const stage = mesh.submesh({"dp", "tp"});
@@ -125,7 +107,7 @@ void pipeline_case(benchmark::State& state, parallel::schedule_kind kind, std::s
   std::deque<model_type> chunks;
   std::vector<model_type*> pointers;
   for (std::size_t c = 0; c < v; ++c) {
-    chunks.emplace_back(stage, model_config, initial_values(), parts[c * p + mesh.coordinates()[1]]);
+    chunks.emplace_back(stage, model_config, synthetic_values(model_config), parts[c * p + mesh.coordinates()[1]]);
     pointers.push_back(&chunks.back());
   }
   trainer_type train(pointers, mesh, {.method = parallel::adamw{}, .schedule = kind, .timeline = true});
@@ -153,12 +135,6 @@ void pipeline_case(benchmark::State& state, parallel::schedule_kind kind, std::s
   state.counters["idle_measured"] = median(measured);
   state.counters["idle_predicted"] = median(predicted);
   state.counters["idle_unit"] = simulate(train.schedule()).idle_share();
-}
-
-// Rounds of every case, its implementations side by side: SHARDMESH_BENCH_ROUNDS (default 1).
-std::size_t rounds() {
-  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
-  return value != nullptr ? std::max<std::size_t>(1, std::strtoul(value, nullptr, 10)) : 1;
 }
 
 void register_all() {

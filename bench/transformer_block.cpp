@@ -44,6 +44,7 @@
 // many times with its implementations side by side, as bench/transitions.cpp.
 #include "deferred_registration.hpp"
 #include "max_over_ranks.hpp"
+#include "rounds.hpp"
 
 #include <shardmesh/ops/detail/blas.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -76,12 +77,6 @@ using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
 using block_type = parallel::transformer_block<float, host>;
 using activation = block_type::activation;
-
-// Rounds of every case: SHARDMESH_BENCH_ROUNDS (default 1), as in transitions.cpp.
-std::size_t rounds() {
-  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
-  return value != nullptr && std::atoi(value) > 0 ? static_cast<std::size_t>(std::atoi(value)) : 1;
-}
 
 // ---------------------------------------------------------------------------
 // Shapes and runs

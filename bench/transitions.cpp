@@ -12,6 +12,7 @@
 // not have this run's number of ranks are skipped, so run on 4 and 8 ranks.
 #include "deferred_registration.hpp"
 #include "max_over_ranks.hpp"
+#include "rounds.hpp"
 #include "transition_cases.hpp"
 
 #include <shardmesh/algebra/plan_traffic.hpp>
@@ -227,15 +228,6 @@ void run_memcpy(benchmark::State& state, instance const& t) {
 // the count would set it up several times) and takes about as long at every size.
 std::int64_t iterations_for(std::size_t bytes) {
   return std::clamp<std::int64_t>(static_cast<std::int64_t>((std::size_t{256} << 20) / bytes), 4, 200);
-}
-
-// Rounds of every case: SHARDMESH_BENCH_ROUNDS (default 1). Each round runs
-// all implementations of a case and size one after another, so that the
-// ratios compare measurements taken close together on a noisy machine
-// (Google Benchmark's repetitions would run all of one implementation first).
-std::size_t rounds() {
-  char const* value = std::getenv("SHARDMESH_BENCH_ROUNDS");
-  return value != nullptr && std::atoi(value) > 0 ? static_cast<std::size_t>(std::atoi(value)) : 1;
 }
 
 void register_all() {

@@ -17,6 +17,7 @@
 #include "shardmesh/ops/local/embedding.hpp"
 #include "shardmesh/ops/reduction.hpp"
 #include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <array>

@@ -65,30 +65,19 @@ struct pipeline_action {
   friend constexpr bool operator==(pipeline_action const&, pipeline_action const&) = default;
 };
 
-constexpr pipeline_action forward(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::forward, micro, chunk};
-}
-constexpr pipeline_action backward(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::backward, micro, chunk};
-}
-constexpr pipeline_action backward_input(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::backward_input, micro, chunk};
-}
-constexpr pipeline_action backward_weight(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::backward_weight, micro, chunk};
-}
-constexpr pipeline_action send_activation(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::send_activation, micro, chunk};
-}
-constexpr pipeline_action receive_activation(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::receive_activation, micro, chunk};
-}
-constexpr pipeline_action send_gradient(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::send_gradient, micro, chunk};
-}
-constexpr pipeline_action receive_gradient(std::size_t micro, std::size_t chunk = 0) {
-  return {pipeline_op::receive_gradient, micro, chunk};
-}
+// forward(i, c), backward(i, c), ...: the action of that kind on micro-batch i, chunk c (0 by default).
+template <pipeline_op Op>
+struct action_of {
+  constexpr pipeline_action operator()(std::size_t micro, std::size_t chunk = 0) const { return {Op, micro, chunk}; }
+};
+inline constexpr action_of<pipeline_op::forward> forward{};
+inline constexpr action_of<pipeline_op::backward> backward{};
+inline constexpr action_of<pipeline_op::backward_input> backward_input{};
+inline constexpr action_of<pipeline_op::backward_weight> backward_weight{};
+inline constexpr action_of<pipeline_op::send_activation> send_activation{};
+inline constexpr action_of<pipeline_op::receive_activation> receive_activation{};
+inline constexpr action_of<pipeline_op::send_gradient> send_gradient{};
+inline constexpr action_of<pipeline_op::receive_gradient> receive_gradient{};
 
 // "forward of micro-batch 2, chunk 0"
 [[nodiscard]] constexpr fixed_text describe(pipeline_action const& a) {

@@ -41,6 +41,7 @@
 #include "shardmesh/parallel/detail/gradient_bucket.hpp"
 #include "shardmesh/parallel/detail/stage_transfers.hpp"
 #include "shardmesh/parallel/detail/trainable.hpp"
+#include "shardmesh/parallel/layer_partition.hpp"
 #include "shardmesh/parallel/memory_report.hpp"
 #include "shardmesh/parallel/optimizer.hpp"
 #include "shardmesh/parallel/parameter.hpp"
@@ -265,6 +266,9 @@ class trainer {
                                    " (the same number everywhere, at most " + std::to_string(most) + ")");
       if (rec[2] == 0)
         throw invalid_mesh_error(rank + " has a chunk off its stage's submesh (every mesh axis but \"pp\")");
+      if (pp_ == npos && v > 1)
+        throw invalid_mesh_error("pipeline: " + std::to_string(v) +
+                                 " chunks per rank need a \"pp\" axis in the mesh (of any extent)");
       for (std::size_t c = 0; c < v; ++c) {
         long long const* part = rec + 3 + c * fields;
         std::string const which = rank + ", chunk " + std::to_string(c);
@@ -417,17 +421,17 @@ class trainer {
   }
 
   void on_stage(typename Model::stage_event const& e) {
-    bool const forward = e.phase == "forward";
+    bool const forward_pass = e.phase == "forward";
     if (options_.stage == zero_stage::parameters) {
       if (e.before) {
         for_stage(e.stage, [&](member& m) { m.gather(exec_); });
-        std::size_t const next = forward ? e.stage + 1 : e.stage - 1;
-        if (forward || e.stage > 0) for_stage(next, [&](member& m) { m.gather_async(exec_); });
+        std::size_t const next = forward_pass ? e.stage + 1 : e.stage - 1;
+        if (forward_pass || e.stage > 0) for_stage(next, [&](member& m) { m.gather_async(exec_); });
       } else {
         for_stage(e.stage, [&](member& m) { m.release(); });
       }
     }
-    if (!e.before && !forward && gradients_complete_) start_buckets_ready_at(e.stage);
+    if (!e.before && !forward_pass && gradients_complete_) start_buckets_ready_at(e.stage);
     advance();
     if (user_trace_) user_trace_(e);
   }

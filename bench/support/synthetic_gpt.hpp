@@ -1,0 +1,29 @@
+#pragma once
+// Parameter values for the GPTs the benchmarks train: deterministic, small
+// (|w| <= 0.02), layer-norm gains 1 and biases 0. Their speed does not
+// depend on the values; a step should not overflow.
+
+#include <shardmesh/parallel/gpt.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardmesh::bench {
+
+inline parallel::parameter_source synthetic_values(parallel::gpt_config const& config) {
+  return [config](std::string const& name) {
+    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(config)) {
+      if (n != name) continue;
+      std::size_t count = 1;
+      for (std::size_t e : extents) count *= e;
+      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
+      if (!name.ends_with("_g") && !name.ends_with("_b"))
+        for (std::size_t i = 0; i < count; ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
+      return v;
+    }
+    return std::vector<double>{};
+  };
+}
+
+}  // namespace shardmesh::bench
