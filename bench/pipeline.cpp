@@ -3,9 +3,11 @@
 //   p2p/<size>/<impl>  an activation of <size> bytes from each even rank to
 //       the next odd one and back (a stage boundary crossed forward, then
 //       its gradient backward):
-//         shardmesh  what the pipeline does: a receive buffer from the
-//                    mesh's pool, irecv and isend of a dtensor's block
-//         mpi        MPI_Irecv and MPI_Isend on buffers allocated once
+//         shardmesh  the pipeline's own transfers (stage_transfers.hpp):
+//                    receives posted two ahead into buffers from the
+//                    mesh's pool, non-blocking sends of a dtensor's block
+//         mpi        the same by hand: MPI_Irecv two ahead into buffers
+//                    allocated once, MPI_Isend, MPI_Wait, a tag per message
 //
 //   pipeline/<schedule>/m<m>  one training step of a GPT on 2 stages (and
 //       dp = ranks / 2), m micro-batches, timed action by action: counters
@@ -34,6 +36,7 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,8 @@ using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
 using model_type = parallel::gpt<float, host>;
 using trainer_type = parallel::trainer<model_type>;
+using activation = model_type::activation;
+using exec_type = trainer_type::exec_type;
 
 // The meshes every case uses, freed before Kokkos and MPI finalize.
 std::unique_ptr<device_mesh>& mesh_slot() {
@@ -57,41 +62,71 @@ device_mesh const& world_mesh() {
   return *mesh;
 }
 
+// Round trip i: stage 0 sends activation i to stage 1, stage 1 sends its
+// gradient back; each receive posted ahead, as in a pipeline step. The
+// first round trips are not timed: they touch the buffers' pages, which
+// would otherwise count against whichever implementation runs first.
 void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
+  constexpr std::size_t warmup = 4;
   device_mesh const& mesh = world_mesh();
   device_mesh const stage = mesh.submesh({"dp", "tp"});
   communicator const& pp = mesh.group(axis_set::of(1));
-  int const me = pp.rank(), peer = 1 - me;
-  std::size_t const n = bytes / sizeof(float);
-  // The activation [n / 64, 8, 8] in a layout whose block is whole on this rank (the stage's dp is 1 per group here).
+  std::size_t const me = mesh.coordinates()[1];
+  int const peer = 1 - static_cast<int>(me);
+  std::size_t const trips = warmup + static_cast<std::size_t>(state.max_iterations);
+  // The activation [n / 64, 8, 8], whole on every rank of the stage.
   bound_layout const whole = bind(stage.shape(), layout{replicated, replicated, replicated});
-  tensor_index const extents{n / 64, 8, 8};
-  auto const activation = ops::detail::make_like<float, 3, host>(stage, whole, extents);
-  Kokkos::deep_copy(activation.local(), 1.0F);
-  using flat = Kokkos::View<float*, host>;
-  flat const out(ops::local::flat(activation.local())), in("in", n);
-  // Forward: 0 -> 1; backward: 1 -> 0, the receive posted before the send as the pipeline does.
-  auto const transfer = [&](int from) {
-    if (ours) {
-      if (me == from) {
-        isend(pp, out, peer, 1).wait();
-      } else {
-        auto const buffer = ops::detail::make_like<float, 3, host>(stage, whole, extents);
-        irecv(pp, flat(ops::local::flat(buffer.local())), peer, 1).wait();
-      }
-    } else {
-      MPI_Request r = MPI_REQUEST_NULL;
-      if (me == from)
-        MPI_Isend(out.data(), static_cast<int>(n), MPI_FLOAT, peer, 1, pp.get(), &r);
-      else
-        MPI_Irecv(in.data(), static_cast<int>(n), MPI_FLOAT, peer, 1, pp.get(), &r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
+  tensor_index const extents{bytes / sizeof(float) / 64, 8, 8};
+  auto const make = [&](parallel::pipeline_action const&) {
+    return ops::detail::make_like<float, 3, host>(stage, whole, extents);
   };
-  time_max_over_ranks(state, [&] {
-    transfer(0);
-    transfer(1);
-  });
+  activation const out = make({});
+  Kokkos::deep_copy(out.local(), 1.0F);
+  // The transfers of a two-stage schedule, compute left out: stage_transfers reads only them.
+  parallel::pipeline_schedule transfers_only("p2p", 2, trips, 1, 0);
+  for (std::size_t i = 0; i < trips && ours; ++i) {
+    transfers_only.actions[0].insert(transfers_only.actions[0].end(),
+                                     {parallel::send_activation(i), parallel::receive_gradient(i)});
+    transfers_only.actions[1].insert(transfers_only.actions[1].end(),
+                                     {parallel::receive_activation(i), parallel::send_gradient(i)});
+  }
+  std::optional<parallel::detail::stage_transfers<activation>> transfers;
+  if (ours) transfers.emplace(pp, transfers_only, me, make, exec_type{});
+  // By hand: a window of two receives into buffers allocated once, a send, a
+  // wait; a tag per message, as a pipeline posting receives ahead needs to
+  // tell its micro-batches apart.
+  std::size_t const n = out.local().size();
+  std::vector<activation> buffers{make({}), make({}), make({})};
+  std::vector<MPI_Request> posted(trips, MPI_REQUEST_NULL);
+  auto const tag = [](std::size_t i) { return static_cast<int>(i % 32766) + 1; };
+  auto const post = [&](std::size_t i) {
+    if (!ours && i < trips)
+      MPI_Irecv(buffers[i % 3].local().data(), static_cast<int>(n), MPI_FLOAT, peer, tag(i), pp.get(), &posted[i]);
+  };
+  post(0);
+  post(1);
+  auto const round_trip = [&](std::size_t i) {
+    if (ours) {
+      if (me == 0) {
+        transfers->send(parallel::send_activation(i), out);
+        (void)transfers->receive(parallel::receive_gradient(i));
+      } else {
+        (void)transfers->receive(parallel::receive_activation(i));
+        transfers->send(parallel::send_gradient(i), out);
+      }
+      return;  // its sends complete in its next waits, as the loop by hand's do in theirs
+    }
+    MPI_Request sent = MPI_REQUEST_NULL;
+    if (me == 0) MPI_Isend(out.local().data(), static_cast<int>(n), MPI_FLOAT, peer, tag(i), pp.get(), &sent);
+    MPI_Wait(&posted[i], MPI_STATUS_IGNORE);
+    post(i + 2);
+    if (me == 1) MPI_Isend(out.local().data(), static_cast<int>(n), MPI_FLOAT, peer, tag(i), pp.get(), &sent);
+    MPI_Wait(&sent, MPI_STATUS_IGNORE);
+  };
+  std::size_t i = 0;
+  for (; i < warmup; ++i) round_trip(i);
+  time_max_over_ranks(state, [&] { round_trip(i++); });
+  if (transfers) transfers->finish();
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * bytes));
 }
 

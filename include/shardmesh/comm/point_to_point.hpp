@@ -65,7 +65,8 @@ template <class T, class Space>
   in.to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Isend(in.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r);
-  return request("shardmesh::send", {r}, [in] {});
+  if (!in.staged()) return request("shardmesh::send", {r});
+  return request("shardmesh::send", {r}, [in] {});  // keeps the host copy until MPI has sent it
 }
 
 // Non-blocking receive into `data` from `source`: its values are there when the request completes.
@@ -76,6 +77,7 @@ template <class T, class Space>
   staged_buffer<T, Space> const out = detail::stage(comm, data, std::nullopt, false, true);
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Irecv(out.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r);
+  if (!out.staged()) return request("shardmesh::receive", {r});
   return request("shardmesh::receive", {r}, [out, exec] { out.from_mpi(exec); });
 }
 

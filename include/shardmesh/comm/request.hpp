@@ -8,6 +8,7 @@
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,7 +51,9 @@ class request {
 
   void wait() {
     if (requests_.empty()) return;
-    Kokkos::Profiling::ScopedRegion region(name_ + "::wait");
+    // The region's name is made only when a tool listens (a wait is often a few microseconds).
+    std::optional<Kokkos::Profiling::ScopedRegion> region;
+    if (Kokkos::Tools::profileLibraryLoaded()) region.emplace(name_ + "::wait");
     MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     complete();
   }

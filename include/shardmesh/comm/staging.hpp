@@ -75,7 +75,10 @@ class staged_buffer {
 
   // MPI uses all of view.
   explicit staged_buffer(view_type view, staging_policy policy = staging_policy::automatic)
-      : staged_buffer(view, policy, {{0, view.extent(0)}}) {}
+      : staged_buffer(view, policy,
+                      needs_staging<typename view_type::memory_space>(policy)
+                          ? std::vector<buffer_part>{{0, view.extent(0)}}
+                          : std::vector<buffer_part>{}) {}
   // MPI uses only `parts` of view (an all-to-all's blocks, which may leave
   // out what a rank keeps): only they are copied, so a staged receive
   // leaves the rest of view as it was. Precondition: the parts lie within view.

@@ -60,9 +60,10 @@ class stage_transfers {
     return std::move(r.buffer);
   }
 
-  // Completes what has arrived or left, without blocking.
+  // Advances the transfers without blocking (one test drives MPI's progress
+  // for every request) and lets go of the sends that have left.
   void progress() {
-    for (pending& r : posted_) r.done.test();
+    if (!posted_.empty()) posted_.front().done.test();
     while (!sends_.empty() && sends_.front().done.test()) sends_.pop_front();
   }
   void finish() {
