@@ -145,9 +145,14 @@ class trainer {
       throw invalid_option_error(problem);
     if (chunks_.empty()) throw invalid_option_error("training: no model chunk to train");
     check_partition();
-    for (Model* chunk : chunks_)
+    for (Model* chunk : chunks_) {
+      chunk_stages_.emplace_back();
       for (std::size_t s = 0; s < chunk->stage_count(); ++s)
-        chunk->for_each_parameter_of(s, [&](std::string const&, auto& p) { adopt(p, s, exec); });
+        chunk->for_each_parameter_of(s, [&](std::string const&, auto& p) {
+          adopt(p, s, exec);
+          if (chunk_stages_.back().empty() || chunk_stages_.back().back() != s) chunk_stages_.back().push_back(s);
+        });
+    }
     make_buckets();
     for (Model* chunk : chunks_) chunk->trace([this](auto const& event) { on_stage(event); });
   }
@@ -399,7 +404,8 @@ class trainer {
         case pipeline_op::backward_weight:
           phases.begin();
           run(f.weights);
-          if (k == last_gradient_[a.chunk]) start_buckets_of(chunk);
+          if (k == last_gradient_[a.chunk])  // the chunk's gradients are complete
+            for (std::size_t st : chunk_stages_[a.chunk]) start_buckets_ready_at(st);
           phases.end(1);
           break;
       }
@@ -440,15 +446,6 @@ class trainer {
     if (!options_.overlap) return;
     for (auto& b : buckets_)
       if (!b->started() && b->ready_stage() == stage) b->start(exec_);
-  }
-  // After a chunk's last weight gradients: the buckets its stages complete.
-  void start_buckets_of(Model const& chunk) {
-    model_part const& part = chunk.part();
-    for (std::size_t st = 0; st < chunk.stage_count(); ++st) {
-      bool const held = (st == 0 && part.embedding) || (st > part.first && st <= part.last) ||
-                        (st > chunk.config().layers && part.head);
-      if (held) start_buckets_ready_at(st);
-    }
   }
 
   // Advances every reduction, gather and transfer in flight without blocking.
@@ -495,8 +492,9 @@ class trainer {
   typename Model::trace_hook user_trace_;
   exec_type exec_;
   pipeline_schedule schedule_;
-  std::vector<std::size_t> last_gradient_;  // per chunk, the index of its last B or W in this stage's list
-  bool gradients_complete_ = false;         // in the backward that completes a chunk's gradients
+  std::vector<std::vector<std::size_t>> chunk_stages_;  // per chunk, the model stages it holds parameters of
+  std::vector<std::size_t> last_gradient_;              // per chunk, the index of its last B or W in this stage's list
+  bool gradients_complete_ = false;                     // in the backward that completes a chunk's gradients
   detail::stage_transfers<activation>* transfers_ = nullptr;
   std::vector<timed_action> timeline_;
   std::size_t steps_ = 0;
