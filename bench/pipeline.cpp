@@ -7,7 +7,8 @@
 //                    receives posted two ahead into buffers from the
 //                    mesh's pool, non-blocking sends of a dtensor's block
 //         mpi        the same by hand: MPI_Irecv two ahead into buffers
-//                    allocated once, MPI_Isend, MPI_Wait, a tag per message
+//                    allocated once (the next posted before waiting),
+//                    MPI_Isend, MPI_Wait, a tag per message
 //
 //   pipeline/<schedule>/m<m>  one training step of a GPT on 2 stages (and
 //       dp = ranks / 2), m micro-batches, timed action by action: counters
@@ -67,7 +68,7 @@ device_mesh const& world_mesh() {
 // first round trips are not timed: they touch the buffers' pages, which
 // would otherwise count against whichever implementation runs first.
 void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
-  constexpr std::size_t warmup = 4;
+  constexpr std::size_t warmup = 32;
   device_mesh const& mesh = world_mesh();
   device_mesh const stage = mesh.submesh({"dp", "tp"});
   communicator const& pp = mesh.group(axis_set::of(1));
@@ -118,8 +119,8 @@ void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
     }
     MPI_Request sent = MPI_REQUEST_NULL;
     if (me == 0) MPI_Isend(out.local().data(), static_cast<int>(n), MPI_FLOAT, peer, tag(i), pp.get(), &sent);
+    post(i + 2);  // while i arrives: three buffers in turn
     MPI_Wait(&posted[i], MPI_STATUS_IGNORE);
-    post(i + 2);
     if (me == 1) MPI_Isend(out.local().data(), static_cast<int>(n), MPI_FLOAT, peer, tag(i), pp.get(), &sent);
     MPI_Wait(&sent, MPI_STATUS_IGNORE);
   };
@@ -184,7 +185,9 @@ void register_all() {
                 (ours ? "shardmesh" : "mpi") + suffix,
             [kib, ours](benchmark::State& state) { p2p_case(state, kib << 10, ours); })
             ->UseManualTime()
-            ->Iterations(kib >= 4096 ? 50 : 200)
+            ->Iterations(kib >= 4096   ? 50
+                         : kib >= 1024 ? 200
+                                       : 2000)  // small transfers: more of them for a steady mean
             ->Unit(benchmark::kMillisecond);
     for (auto kind : {parallel::schedule_kind::gpipe, parallel::schedule_kind::one_f_one_b,
                       parallel::schedule_kind::interleaved, parallel::schedule_kind::zero_bubble})

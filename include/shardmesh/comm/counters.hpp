@@ -39,7 +39,9 @@ class comm_counters {
 
   void record(std::string_view collective, std::uint64_t sent, std::uint64_t received) {
     std::lock_guard lock(mutex_);
-    auto& c = counts_[std::string(collective)];
+    auto it = counts_.find(collective);  // no string made for a name already counted
+    if (it == counts_.end()) it = counts_.emplace(std::string(collective), collective_count{}).first;
+    collective_count& c = it->second;
     ++c.calls;
     c.bytes_sent += sent;
     c.bytes_received += received;

@@ -33,7 +33,7 @@ template <class T, class Space>
   MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   MPI_Irecv(out.data(), mpi_count(recv.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r[0]);
   MPI_Isend(in.data(), mpi_count(send.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r[1]);
-  return request("shardmesh::point_to_point", {r[0], r[1]}, [in, out, exec] { out.from_mpi(exec); });
+  return request("point_to_point", {r[0], r[1]}, [in, out, exec] { out.from_mpi(exec); });
 }
 
 }  // namespace detail
@@ -65,8 +65,8 @@ template <class T, class Space>
   in.to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Isend(in.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r);
-  if (!in.staged()) return request("shardmesh::send", {r});
-  return request("shardmesh::send", {r}, [in] {});  // keeps the host copy until MPI has sent it
+  if (!in.staged()) return request("send", {r});
+  return request("send", {r}, [in] {});  // keeps the host copy until MPI has sent it
 }
 
 // Non-blocking receive into `data` from `source`: its values are there when the request completes.
@@ -77,8 +77,8 @@ template <class T, class Space>
   staged_buffer<T, Space> const out = detail::stage(comm, data, std::nullopt, false, true);
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Irecv(out.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), source, tag, comm.get(), &r);
-  if (!out.staged()) return request("shardmesh::receive", {r});
-  return request("shardmesh::receive", {r}, [out, exec] { out.from_mpi(exec); });
+  if (!out.staged()) return request("receive", {r});
+  return request("receive", {r}, [out, exec] { out.from_mpi(exec); });
 }
 
 template <class T, class Space>

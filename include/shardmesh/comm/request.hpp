@@ -7,11 +7,15 @@
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace shardmesh {
 
@@ -23,15 +27,26 @@ enum class completion { deferred, immediate };
 
 class request {
  public:
+  // At most two MPI requests (a collective, or an exchange's send and
+  // receive), held inline: a request is made per transfer, often for a few
+  // microseconds of work, so it allocates nothing itself.
+  static constexpr std::size_t capacity = 2;
+
   request() = default;
-  request(std::string name, std::vector<MPI_Request> requests, std::function<void()> on_complete = {})
-      : name_(std::move(name)), requests_(std::move(requests)), on_complete_(std::move(on_complete)) {}
+  // op names the operation ("all_reduce", "send"), a string that outlives the request.
+  request(char const* op, std::initializer_list<MPI_Request> requests, std::function<void()> on_complete = {})
+      : op_(op), on_complete_(std::move(on_complete)) {
+    if (requests.size() > capacity) throw std::length_error("shardmesh::request holds at most two MPI requests");
+    std::copy(requests.begin(), requests.end(), requests_.begin());
+    count_ = static_cast<int>(requests.size());
+  }
   request(request&& other) noexcept { *this = std::move(other); }
   request& operator=(request&& other) noexcept {
     if (this != &other) {
       wait();
-      name_ = std::move(other.name_);
-      requests_ = std::exchange(other.requests_, {});
+      op_ = other.op_;
+      requests_ = other.requests_;
+      count_ = std::exchange(other.count_, 0);
       on_complete_ = std::exchange(other.on_complete_, {});
     }
     return *this;
@@ -42,29 +57,30 @@ class request {
 
   // Completes the operation if it has finished; never blocks.
   bool test() {
-    if (requests_.empty()) return true;
+    if (count_ == 0) return true;
     int done = 0;
-    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+    MPI_Testall(count_, requests_.data(), &done, MPI_STATUSES_IGNORE);
     if (done != 0) complete();
     return done != 0;
   }
 
   void wait() {
-    if (requests_.empty()) return;
+    if (count_ == 0) return;
     // The region's name is made only when a tool listens (a wait is often a few microseconds).
     std::optional<Kokkos::Profiling::ScopedRegion> region;
-    if (Kokkos::Tools::profileLibraryLoaded()) region.emplace(name_ + "::wait");
-    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    if (Kokkos::Tools::profileLibraryLoaded()) region.emplace(std::string("shardmesh::") + op_ + "::wait");
+    MPI_Waitall(count_, requests_.data(), MPI_STATUSES_IGNORE);
     complete();
   }
 
  private:
   void complete() {
-    requests_.clear();
+    count_ = 0;
     if (on_complete_) std::exchange(on_complete_, {})();
   }
-  std::string name_;
-  std::vector<MPI_Request> requests_;
+  char const* op_ = "";
+  std::array<MPI_Request, capacity> requests_{};
+  int count_ = 0;
   std::function<void()> on_complete_;
 };
 

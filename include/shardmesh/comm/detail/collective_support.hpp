@@ -120,8 +120,7 @@ template <class T, class Space, class ExecutionSpace, class Post>
 request post(communicator const& comm, char const* name, completion when, std::size_t sent, std::size_t received,
              Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
              ExecutionSpace const& exec, Post&& post_call, buffer_use use = {}) {
-  std::string const region_name = std::string("shardmesh::") + name;
-  Kokkos::Profiling::ScopedRegion region(region_name);
+  Kokkos::Profiling::ScopedRegion region(std::string("shardmesh::") + name);
   count_call<T>(comm, name, sent, received);
   staged_buffer<T, Space> const in = use.in_place ? staged_buffer<T, Space>(send, staging_policy::never)
                                                   : stage(comm, send, std::move(use.send_parts), true, false);
@@ -129,7 +128,7 @@ request post(communicator const& comm, char const* name, completion when, std::s
   (use.in_place ? out : in).to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   post_call(in.data(), out.data(), when == completion::deferred ? &r : nullptr);
-  return request(region_name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
+  return request(name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
 }
 
 }  // namespace shardmesh::detail

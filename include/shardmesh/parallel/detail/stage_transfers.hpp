@@ -4,8 +4,10 @@
 // coordinates of the next (previous) stage, over the mesh's "pp" group;
 // both ends use the same layout, so a block goes to one peer whole. A
 // stage's receives are posted ahead of the action that waits for them (a
-// window of them in list order), its sends are non-blocking and complete
-// while it computes; finish() waits for the last sends.
+// window of them in list order, topped up before a receive blocks, so that
+// posting is never between an arrival and the work it starts), its sends
+// are non-blocking and complete while it computes; finish() waits for the
+// last sends.
 
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/point_to_point.hpp"
@@ -42,9 +44,11 @@ class stage_transfers {
   stage_transfers(stage_transfers const&) = delete;
   stage_transfers& operator=(stage_transfers const&) = delete;
 
-  void send(pipeline_action const& a, Activation x) {
+  // Sends x's block; the block's memory stays held until MPI has sent it.
+  void send(pipeline_action const& a, Activation const& x) {
     int const to = peer(a.op == pipeline_op::send_activation);
-    sends_.push_back({isend(*pp_, flat_view(ops::local::flat(x.local())), to, tag(a), exec_), std::move(x)});
+    request done = isend(*pp_, flat_view(ops::local::flat(x.local())), to, tag(a), exec_);
+    sends_.push_back({std::move(done), x.local()});
   }
 
   // Waits for the receive action a (the next one in list order), posting the next ones.
@@ -55,8 +59,9 @@ class stage_transfers {
                                  std::string(describe(a).view()) + " out of its schedule's order");
     pending r = std::move(posted_.front());
     posted_.pop_front();
+    post_ahead();  // while this one arrives, not after
     r.done.wait();
-    post_ahead();
+    release_sent();
     return std::move(r.buffer);
   }
 
@@ -64,10 +69,10 @@ class stage_transfers {
   // for every request) and lets go of the sends that have left.
   void progress() {
     if (!posted_.empty()) posted_.front().done.test();
-    while (!sends_.empty() && sends_.front().done.test()) sends_.pop_front();
+    release_sent();
   }
   void finish() {
-    for (pending& s : sends_) s.done.wait();
+    for (sent& s : sends_) s.done.wait();
     sends_.clear();
   }
 
@@ -76,6 +81,10 @@ class stage_transfers {
     request done;
     Activation buffer;
     pipeline_action action{};
+  };
+  struct sent {
+    request done;
+    typename Activation::view_type block;  // holds the memory (a flat view of it would not)
   };
 
   // Activations go to the next stage and come from the previous one, gradients the other way.
@@ -92,6 +101,13 @@ class stage_transfers {
     if (a.op == pipeline_op::send_activation) ++vs;
     if (a.op == pipeline_op::send_gradient) --vs;
     return static_cast<int>(((gradient ? 1 : 0) + 2 * (vs + schedule_->virtual_stages() * a.micro)) % 32766) + 1;
+  }
+
+  // Frees the sends MPI has completed (the waits so far have driven their
+  // progress): a completed request left pending keeps its MPI request and
+  // its buffer for nothing.
+  void release_sent() {
+    while (!sends_.empty() && sends_.front().done.test()) sends_.pop_front();
   }
 
   void post_ahead() {
@@ -112,7 +128,7 @@ class stage_transfers {
   std::vector<pipeline_action> receives_;  // in list order
   std::size_t next_ = 0;                   // the first receive not yet posted
   std::deque<pending> posted_;
-  std::deque<pending> sends_;
+  std::deque<sent> sends_;
 };
 
 }  // namespace shardmesh::parallel::detail
