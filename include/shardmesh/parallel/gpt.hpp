@@ -25,6 +25,7 @@
 #include "shardmesh/parallel/layouts.hpp"
 #include "shardmesh/parallel/linear.hpp"
 #include "shardmesh/parallel/mlp.hpp"
+#include "shardmesh/parallel/model_spec.hpp"
 #include "shardmesh/parallel/parameter.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
@@ -44,51 +45,8 @@
 
 namespace shardmesh::parallel {
 
-struct gpt_config {
-  std::size_t vocabulary = 0, sequence = 0, hidden = 0, heads = 0, head_size = 0, ffn = 0, layers = 0;
-  double eps = 1e-5;
-  bool sequence_parallel = false;
-};
-
 // Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
 using parameter_source = std::function<std::vector<double>(std::string const& name)>;
-
-// Every parameter of a gpt of configuration c: its name and global extents,
-// in for_each_parameter's order (for initialising a model, or sizing one).
-struct parameter_shape {
-  std::string name;
-  std::vector<std::size_t> extents;
-};
-[[nodiscard]] inline std::vector<parameter_shape> gpt_parameter_shapes(gpt_config const& c) {
-  std::vector<parameter_shape> out{{"wte", {c.vocabulary, c.hidden}}, {"wpe", {c.sequence, c.hidden}}};
-  for (std::size_t l = 0; l < c.layers; ++l) {
-    std::string const h = "h" + std::to_string(l) + ".";
-    std::vector<parameter_shape> const block{{h + "ln1_g", {c.hidden}},
-                                             {h + "ln1_b", {c.hidden}},
-                                             {h + "wq", {c.hidden, c.heads, c.head_size}},
-                                             {h + "wk", {c.hidden, c.heads, c.head_size}},
-                                             {h + "wv", {c.hidden, c.heads, c.head_size}},
-                                             {h + "wo", {c.heads, c.head_size, c.hidden}},
-                                             {h + "ln2_g", {c.hidden}},
-                                             {h + "ln2_b", {c.hidden}},
-                                             {h + "w1", {c.hidden, c.ffn}},
-                                             {h + "w2", {c.ffn, c.hidden}}};
-    out.insert(out.end(), block.begin(), block.end());
-  }
-  std::vector<parameter_shape> const head{
-      {"lnf_g", {c.hidden}}, {"lnf_b", {c.hidden}}, {"whead", {c.hidden, c.vocabulary}}};
-  out.insert(out.end(), head.begin(), head.end());
-  return out;
-}
-
-// Forward flops per token of a block, the embedding and the head: what a
-// balanced pipeline partition weighs (partition_layers).
-[[nodiscard]] inline layer_costs gpt_layer_costs(gpt_config const& c) {
-  double const C = static_cast<double>(c.hidden), HD = static_cast<double>(c.heads * c.head_size);
-  double const projections = 2 * (3 * C * HD + HD * C), mlp = 2 * 2 * C * static_cast<double>(c.ffn);
-  double const attention = 2 * 2 * static_cast<double>(c.sequence) * HD;  // scores and weighted values
-  return {projections + mlp + attention, C, 2 * C * static_cast<double>(c.vocabulary)};
-}
 
 template <class T, class MemorySpace, std::size_t Rank>
 parameter<T, Rank, MemorySpace> make_parameter(device_mesh const& mesh, parameter_source const& values,

@@ -158,8 +158,10 @@ class parameter {
   // step's reduction).
   void replace_grad(tensor g) {
     ops::detail::take_result(g);  // the parameter's memory, no longer the result pool's
+    // The same memory (a reduction that had nothing to move) is recorded once, not twice for a moment.
+    bool const same = has_grad_ && g.local().data() == grad_.local().data();
     grad_ = std::move(g);
-    grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
+    if (!same) grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
     has_grad_ = true;
   }
   void zero_grad() {

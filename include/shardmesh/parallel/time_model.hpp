@@ -1,0 +1,185 @@
+#pragma once
+// The planner's time model: a plan's step time on a machine, from the
+// model's declarations (model_spec.hpp), the algebra's plans of its
+// redistributions (communication_model.hpp) and the machine's calibration
+// (hardware_model.hpp). For each pipeline stage (the slowest rank of it,
+// which holds the embedding or the head where it has them):
+//
+//   F, B   per micro-batch and chunk: the products' flops at the measured
+//          GEMM rate, the elementwise kernels' bytes at the measured
+//          bandwidth, the tensor-parallel collectives at their alpha + beta
+//          x bytes, and with ZeRO-3 the all-gather of the chunk's
+//          parameters before each (B's GEMM work is I's and W's, half each)
+//   bubble the schedule simulated with those costs and the activation's
+//          point-to-point transfer (pipeline_simulation.hpp): its makespan
+//          holds the computing, the tensor-parallel communication and the waiting
+//   then   the gradient buckets' reduction on dp (all-reduce, or
+//          reduce-scatter from ZeRO-2), less the share the hardware hides
+//          behind the backward; ZeRO-1 and 2's all-gather of the updated
+//          parameters; the optimizer's elementwise pass over its state.
+//
+// Parts timed apart are added only where they do not overlap (the
+// seed's rule): the reduction starts after the last backward of a
+// pipeline's chunk, and the update after the reduction.
+//
+// Pure; no Kokkos or MPI.
+
+#include "shardmesh/parallel/communication_model.hpp"
+#include "shardmesh/parallel/hardware_model.hpp"
+#include "shardmesh/parallel/memory_model.hpp"
+#include "shardmesh/parallel/pipeline_schedule.hpp"
+#include "shardmesh/parallel/pipeline_simulation.hpp"
+#include "shardmesh/parallel/training_plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+// Seconds of one training step, by part.
+struct step_time {
+  double compute = 0;           // the busiest stage's forward and backward work, collectives inside them included
+  double bubble = 0;            // the makespan beyond that: waiting on other stages and transfers
+  double data_parallel = 0;     // the exposed gradient reduction, and ZeRO-1 and 2's parameter all-gather
+  double optimizer = 0;         // the update
+  double tensor_parallel = 0;   // of compute: the tensor-parallel collectives
+  double parameter_gather = 0;  // of compute: ZeRO-3's all-gathers before each forward and backward
+  [[nodiscard]] double total() const { return compute + bubble + data_parallel + optimizer; }
+};
+
+class time_model {
+ public:
+  time_model(gpt_memory_model const& model, hardware_model hardware) : model_(&model), hardware_(std::move(hardware)) {}
+
+  // Precondition: training_plan_error is empty.
+  [[nodiscard]] step_time predict(training_plan const& plan, std::size_t element_bytes = 4,
+                                  std::size_t state_tensors = 2,
+                                  std::size_t bucket_bytes = std::size_t{25} << 20) const {
+    gpt_config const& c = model_->config();
+    mesh_shape const stage_mesh{{"dp", plan.dp}, {"tp", plan.tp}};
+    std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
+    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0});
+    step_time t;
+    double tp_per_micro = 0, gather_per_micro = 0;
+    double reduction = 0, update_gather = 0, update = 0;
+    for (std::size_t s = 0; s < plan.pp; ++s) {
+      std::array<double, 3> cost{0, 0, 0};  // summed over the chunks, then averaged
+      double tp_here = 0, gather_here = 0;
+      for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
+        for (std::size_t st : chunk) {
+          action_cost const a = stage_cost(plan, stage_mesh, st, samples, element_bytes);
+          cost[0] += a.forward;
+          cost[1] += a.input;
+          cost[2] += a.weight;
+          tp_here += a.tensor_parallel;
+          gather_here += a.gather;
+        }
+      for (double& x : cost) x /= static_cast<double>(plan.virtual_stages);
+      per_stage[s] = cost;
+      // The stage's data-parallel work, on its rank 0 (its tp rank 0 holds the largest shards).
+      std::size_t const rank = s * plan.tp;
+      state_memory const m = model_->state(plan, rank, element_bytes, state_tensors);
+      double const gradient_bytes = static_cast<double>(m.gradients);
+      auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
+      bool const scatter = plan.zero >= zero_stage::gradients;
+      double const r = plan.dp > 1 ? buckets * hardware_.collective_seconds(scatter ? collective_kind::reduce_scatter
+                                                                                    : collective_kind::all_reduce,
+                                                                            plan.dp, gradient_bytes / buckets)
+                                   : 0;
+      double const g = plan.dp > 1 && (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+                           ? hardware_.collective_seconds(collective_kind::all_gather, plan.dp, gradient_bytes)
+                           : 0;
+      // AdamW reads value, gradient and both moments and writes value and moments: 7 passes per element.
+      double const u = static_cast<double>(m.optimizer_state) /
+                       static_cast<double>(std::max<std::size_t>(state_tensors, 1)) *
+                       (2 * static_cast<double>(state_tensors) + 3) / hardware_.elementwise_bytes_per_second;
+      if (r + g + u > reduction + update_gather + update) reduction = r, update_gather = g, update = u;
+      tp_per_micro = std::max(tp_per_micro, tp_here);
+      gather_per_micro = std::max(gather_per_micro, gather_here);
+    }
+    double const activation_bytes = static_cast<double>(samples / plan.dp * c.sequence * c.hidden * element_bytes) /
+                                    (c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
+    action_costs costs{
+        per_stage,
+        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes) : 0};
+    pipeline_simulation const sim =
+        simulate(make_schedule(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages), costs);
+    double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
+    t.compute = busiest;
+    t.bubble = sim.makespan - busiest;
+    auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
+    t.tensor_parallel = tp_per_micro * m;
+    t.parameter_gather = gather_per_micro * m;
+    t.data_parallel = (1 - hardware_.data_parallel_overlap) * reduction + update_gather;
+    t.optimizer = update;
+    return t;
+  }
+
+  [[nodiscard]] hardware_model const& hardware() const { return hardware_; }
+
+ private:
+  struct action_cost {
+    double forward = 0, input = 0, weight = 0;  // seconds of F, of B's input half, of B's weight half
+    double tensor_parallel = 0;                 // of them: collectives on tp
+    double gather = 0;                          // of them: ZeRO-3's all-gathers
+  };
+
+  // One model stage's actions for one micro-batch on the stage's rank 0.
+  [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
+                                       std::size_t samples, std::size_t element_bytes) const {
+    gpt_config const& c = model_->config();
+    stage_spec const& spec = model_->stages()[st];
+    auto const per_rank = static_cast<double>(plan.micro_batch) / static_cast<double>(plan.tp);
+    double const tokens = static_cast<double>(plan.micro_batch * c.sequence);
+    // The rate of this stage's typical product: the micro-batch's tokens by the hidden size, split by tp.
+    double const typical =
+        2 * tokens * static_cast<double>(c.hidden) * static_cast<double>(c.hidden) / static_cast<double>(plan.tp);
+    double const rate = hardware_.gemm_flops_per_second(typical);
+    double const split = c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0;
+    double const elementwise =
+        static_cast<double>(element_bytes) * static_cast<double>(plan.micro_batch) *
+        (spec.elementwise_sharded / static_cast<double>(plan.tp) + spec.elementwise_replicated / split) /
+        hardware_.elementwise_bytes_per_second;
+    action_cost a;
+    double const forward_gemm = rate > 0 ? spec.forward_flops * per_rank / rate : 0;
+    double const backward_gemm = rate > 0 ? spec.backward_flops * per_rank / rate : 0;
+    std::vector<transition_spec> const transitions = gpt_stage_transitions(c, mesh, st, samples);
+    auto const collectives = [&](bool in_backward) {
+      double seconds = 0;
+      for (auto const& [kind, traffic] : transition_traffic(mesh, transitions, in_backward, 0, element_bytes))
+        seconds +=
+            static_cast<double>(traffic.calls) *
+            hardware_.collective_seconds(kind_of(kind), traffic.group,
+                                         static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls));
+      return seconds;
+    };
+    double const tp_forward = collectives(false), tp_backward = collectives(true);
+    a.tensor_parallel = tp_forward + tp_backward;
+    if (plan.zero == zero_stage::parameters && plan.dp > 1) {
+      double bytes = 0;
+      for (parameter_spec const& p : spec.parameters)
+        bytes += static_cast<double>(p.elements()) * static_cast<double>(element_bytes) / static_cast<double>(plan.tp);
+      a.gather = 2 * hardware_.collective_seconds(collective_kind::all_gather, plan.dp, bytes);
+    }
+    a.forward = forward_gemm + elementwise + tp_forward + a.gather / 2;
+    a.input = backward_gemm / 2 + 2 * elementwise + tp_backward + a.gather / 2;
+    a.weight = backward_gemm / 2;
+    return a;
+  }
+
+  [[nodiscard]] static collective_kind kind_of(std::string const& step) {
+    for (collective_kind k : collective_kinds)
+      if (to_string(k) == step) return k;
+    return collective_kind::all_to_all;  // all_to_all_v and permute: priced as an all-to-all
+  }
+
+  gpt_memory_model const* model_;
+  hardware_model hardware_;
+};
+
+}  // namespace shardmesh::parallel

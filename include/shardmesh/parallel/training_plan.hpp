@@ -1,0 +1,122 @@
+#pragma once
+// An execution plan for training a GPT, and the space the planner searches:
+// a mesh dp x pp x tp over the ranks, a ZeRO stage, the micro-batch size
+// per data-parallel replica, the micro-batches per step (accumulation, and
+// the pipeline's micro-batches), the pipeline schedule and its chunks per
+// stage. The global batch is their product (B_global = B_micro x N_acc x
+// dp), fixed by the problem.
+//
+//   training_plan_error(problem, plan)   why a plan cannot run (empty: it can)
+//   candidate_plans(problem)             every plan that can, each once
+//
+// A plan that cannot run: the ranks or the batch do not factor as it says;
+// more tensor-parallel ranks than heads (a rank would hold none); more
+// pipeline chunks than blocks (a chunk would hold none); a schedule its
+// generator refuses (pipeline_schedule.hpp says why). Plans that would only
+// rename another are not candidates either: one stage has no schedule to
+// choose (1F1B, v = 1, is forward and backward in turn), ZeRO stages shard
+// over dp and are all stage 0 when dp = 1, and only interleaving has v > 1.
+//
+// Pure; no Kokkos or MPI.
+
+#include "shardmesh/parallel/model_spec.hpp"
+#include "shardmesh/parallel/pipeline_schedule.hpp"
+#include "shardmesh/parallel/state_sharding.hpp"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+struct training_plan {
+  std::size_t dp = 1, tp = 1, pp = 1;
+  zero_stage zero = zero_stage::none;
+  std::size_t micro_batch = 1;    // samples per micro-batch on each data-parallel replica
+  std::size_t micro_batches = 1;  // per step: accumulated, and what the pipeline schedules
+  schedule_kind schedule = schedule_kind::one_f_one_b;
+  std::size_t virtual_stages = 1;  // chunks per pipeline stage (v)
+
+  [[nodiscard]] std::size_t ranks() const { return dp * tp * pp; }
+  [[nodiscard]] std::size_t global_batch() const { return micro_batch * micro_batches * dp; }
+  friend bool operator==(training_plan const&, training_plan const&) = default;
+};
+
+// "dp=2 tp=1 pp=2 zero=3 b=4 m=8 1f1b v=1"
+[[nodiscard]] inline std::string to_string(training_plan const& p) {
+  return "dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
+         " zero=" + std::to_string(static_cast<unsigned>(p.zero)) + " b=" + std::to_string(p.micro_batch) +
+         " m=" + std::to_string(p.micro_batches) + " " + std::string(to_string(p.schedule)) +
+         " v=" + std::to_string(p.virtual_stages);
+}
+
+struct training_problem {
+  gpt_config model;
+  std::size_t global_batch = 1;  // samples (sequences) per step
+  std::size_t ranks = 1;
+  std::size_t max_virtual_stages = 4;  // the largest v interleaving may use
+};
+
+// Why plan cannot train problem's model; empty when it can.
+[[nodiscard]] inline std::string training_plan_error(training_problem const& problem, training_plan const& plan) {
+  auto const n = [](std::size_t x) { return std::to_string(x); };
+  gpt_config const& c = problem.model;
+  if (plan.dp == 0 || plan.tp == 0 || plan.pp == 0 || plan.micro_batch == 0 || plan.micro_batches == 0 ||
+      plan.virtual_stages == 0)
+    return "plan: every degree, the micro-batch and the micro-batch count must be at least 1";
+  if (plan.ranks() != problem.ranks)
+    return "plan: dp x tp x pp = " + n(plan.ranks()) + ", not the " + n(problem.ranks) + " ranks";
+  if (plan.global_batch() != problem.global_batch)
+    return "plan: micro-batch x micro-batches x dp = " + n(plan.global_batch()) + ", not the global batch of " +
+           n(problem.global_batch);
+  if (plan.tp > c.heads) return "plan: tp = " + n(plan.tp) + " is more than the " + n(c.heads) + " heads";
+  if (plan.pp * plan.virtual_stages > c.layers)
+    return "plan: " + n(plan.pp * plan.virtual_stages) + " pipeline chunks for " + n(c.layers) + " blocks";
+  if (plan.dp == 1 && plan.zero != zero_stage::none) return "plan: ZeRO stages shard over dp; with dp = 1 use stage 0";
+  if (plan.pp == 1 && (plan.schedule != schedule_kind::one_f_one_b || plan.virtual_stages != 1))
+    return "plan: one pipeline stage has no schedule to choose; use 1f1b with v = 1";
+  if (plan.schedule == schedule_kind::interleaved && plan.virtual_stages < 2)
+    return "plan: interleaving needs v >= 2 chunks per stage";
+  if (plan.virtual_stages > problem.max_virtual_stages)
+    return "plan: v = " + n(plan.virtual_stages) + " is above the problem's " + n(problem.max_virtual_stages);
+  if (fixed_text const e = schedule_error(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages); !e.empty())
+    return std::string(e.view());
+  return {};
+}
+
+// Every plan for which training_plan_error is empty, each once.
+[[nodiscard]] inline std::vector<training_plan> candidate_plans(training_problem const& problem) {
+  std::vector<training_plan> out;
+  auto const divisors = [](std::size_t x) {
+    std::vector<std::size_t> d;
+    for (std::size_t i = 1; i <= x; ++i)
+      if (x % i == 0) d.push_back(i);
+    return d;
+  };
+  std::size_t const R = problem.ranks, B = problem.global_batch;
+  for (std::size_t dp : divisors(R)) {
+    if (B % dp != 0) continue;
+    for (std::size_t tp : divisors(R / dp))
+      for (std::size_t m : divisors(B / dp)) {
+        training_plan plan{.dp = dp, .tp = tp, .pp = R / dp / tp, .micro_batch = B / dp / m, .micro_batches = m};
+        for (unsigned z = 0; z <= (dp > 1 ? 3U : 0U); ++z) {
+          plan.zero = static_cast<zero_stage>(z);
+          auto const consider = [&](schedule_kind kind, std::size_t v) {
+            plan.schedule = kind;
+            plan.virtual_stages = v;
+            if (training_plan_error(problem, plan).empty()) out.push_back(plan);
+          };
+          if (plan.pp == 1) {
+            consider(schedule_kind::one_f_one_b, 1);
+            continue;
+          }
+          for (schedule_kind kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::zero_bubble})
+            consider(kind, 1);
+          for (std::size_t v = 2; v <= problem.max_virtual_stages; ++v) consider(schedule_kind::interleaved, v);
+        }
+      }
+  }
+  return out;
+}
+
+}  // namespace shardmesh::parallel

@@ -1,0 +1,239 @@
+// The planner's search space and memory model, without MPI: the candidate
+// plans are exactly the valid ones (against a brute force over every tuple
+// with the conditions written out here), each refusal says why, the search
+// space of 64 ranks and a 32-layer model is enumerated and sized in well
+// under a second, the memory model's totals obey ZeRO's table, a hardware
+// model fits and looks up what calibration measured, and the time model
+// charges each plan for what it does.
+#include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/parallel/memory_model.hpp>
+#include <shardmesh/parallel/model_spec.hpp>
+#include <shardmesh/parallel/time_model.hpp>
+#include <shardmesh/parallel/training_plan.hpp>
+
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+using namespace shardmesh;
+using namespace shardmesh::parallel;
+
+namespace {
+
+gpt_config small(std::size_t layers, std::size_t heads) {
+  return {.vocabulary = 50, .sequence = 5, .hidden = 10, .heads = heads, .head_size = 4, .ffn = 18, .layers = layers};
+}
+
+// Validity as the planner's documentation states it, written independently.
+bool valid(training_problem const& problem, training_plan const& p) {
+  gpt_config const& c = problem.model;
+  bool const interleaved = p.schedule == schedule_kind::interleaved;
+  return p.dp * p.tp * p.pp == problem.ranks && p.micro_batch * p.micro_batches * p.dp == problem.global_batch &&
+         p.tp <= c.heads && p.pp * p.virtual_stages <= c.layers && (p.dp > 1 || p.zero == zero_stage::none) &&
+         (p.pp > 1 || (p.schedule == schedule_kind::one_f_one_b && p.virtual_stages == 1)) &&
+         (interleaved ? p.virtual_stages >= 2 && p.micro_batches % p.pp == 0 : p.virtual_stages == 1) &&
+         p.virtual_stages <= problem.max_virtual_stages;
+}
+
+}  // namespace
+
+TEST_CASE("the candidate plans are exactly the valid ones, each once", "[parallel][planner]") {
+  for (std::size_t ranks : {1, 2, 3, 4, 6, 8})
+    for (std::size_t global : {1, 4, 6, 8})
+      for (std::size_t layers : {1, 2, 4}) {
+        training_problem const problem{small(layers, 3), global, ranks, 3};
+        INFO(ranks << " ranks, global batch " << global << ", " << layers << " layers");
+        std::vector<training_plan> want;
+        for (std::size_t dp = 1; dp <= ranks; ++dp)
+          for (std::size_t tp = 1; tp <= ranks; ++tp)
+            for (std::size_t pp = 1; pp <= ranks; ++pp)
+              for (unsigned z = 0; z < 4; ++z)
+                for (std::size_t b = 1; b <= global; ++b)
+                  for (std::size_t m = 1; m <= global; ++m)
+                    for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved,
+                                      schedule_kind::zero_bubble})
+                      for (std::size_t v = 1; v <= 4; ++v) {
+                        training_plan const p{dp, tp, pp, static_cast<zero_stage>(z), b, m, kind, v};
+                        CHECK(valid(problem, p) == training_plan_error(problem, p).empty());
+                        if (valid(problem, p)) want.push_back(p);
+                      }
+        std::vector<training_plan> const got = candidate_plans(problem);
+        CHECK(got.size() == want.size());
+        for (training_plan const& p : want) CHECK(std::count(got.begin(), got.end(), p) == 1);
+      }
+}
+
+TEST_CASE("a plan that cannot run says why", "[parallel][planner]") {
+  training_problem const problem{small(4, 3), 8, 4};
+  auto const error = [&](training_plan const& p) { return training_plan_error(problem, p); };
+  CHECK(error({.dp = 2, .tp = 1, .pp = 1, .micro_batch = 4, .micro_batches = 1}) ==
+        "plan: dp x tp x pp = 2, not the 4 ranks");
+  CHECK(error({.dp = 4, .micro_batch = 1, .micro_batches = 1}) ==
+        "plan: micro-batch x micro-batches x dp = 4, not the global batch of 8");
+  CHECK(error({.tp = 4, .micro_batch = 8}) == "plan: tp = 4 is more than the 3 heads");
+  CHECK(error({.pp = 4,
+               .micro_batch = 2,
+               .micro_batches = 4,
+               .schedule = schedule_kind::interleaved,
+               .virtual_stages = 2}) == "plan: 8 pipeline chunks for 4 blocks");
+  CHECK(error({.dp = 1, .tp = 2, .pp = 2, .zero = zero_stage::gradients, .micro_batch = 8}) ==
+        "plan: ZeRO stages shard over dp; with dp = 1 use stage 0");
+  CHECK(error({.dp = 2, .tp = 2, .micro_batch = 4, .schedule = schedule_kind::gpipe}) ==
+        "plan: one pipeline stage has no schedule to choose; use 1f1b with v = 1");
+  CHECK(error({.dp = 2, .pp = 2, .micro_batch = 4, .schedule = schedule_kind::interleaved}) ==
+        "plan: interleaving needs v >= 2 chunks per stage");
+  std::string const refused =
+      error({.dp = 2, .pp = 2, .micro_batch = 4, .schedule = schedule_kind::interleaved, .virtual_stages = 2});
+  CHECK(refused.find("multiple") != std::string::npos);  // m = 1 for p = 2: the generator's reason
+  CHECK(error({.dp = 2,
+               .pp = 2,
+               .micro_batch = 2,
+               .micro_batches = 2,
+               .schedule = schedule_kind::interleaved,
+               .virtual_stages = 2})
+            .empty());
+}
+
+TEST_CASE("64 ranks and a 32-layer model: every plan enumerated and sized in well under a second",
+          "[parallel][planner]") {
+  gpt_config const c{
+      .vocabulary = 50304, .sequence = 2048, .hidden = 4096, .heads = 32, .head_size = 128, .ffn = 16384, .layers = 32};
+  training_problem const problem{c, 512, 64};
+  auto const start = std::chrono::steady_clock::now();
+  gpt_memory_model const model(c);
+  std::vector<training_plan> const plans = candidate_plans(problem);
+  std::size_t largest = 0;
+  for (training_plan const& p : plans)
+    for (std::size_t stage = 0; stage < p.pp; ++stage)  // rank 0 of each stage: its embedding or head
+      largest = std::max(largest, model.state(p, stage * p.tp, 4, 2).parameters);
+  double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(plans.size() << " plans in " << seconds << " s");
+  CHECK(plans.size() > 1000);
+  CHECK(largest > 0);
+  CHECK(seconds < 1.0);
+}
+
+TEST_CASE("the memory model follows ZeRO's table, summed over the ranks", "[parallel][planner]") {
+  gpt_config const c = small(4, 4);
+  gpt_memory_model const model(c);
+  std::size_t psi = 0;
+  for (parameter_shape const& p : gpt_parameter_shapes(c)) {
+    std::size_t n = 1;
+    for (std::size_t e : p.extents) n *= e;
+    psi += n;
+  }
+  // One stage, no tensor parallelism: replicas hold 16 Psi (ZeRO-0), or their shares.
+  for (std::size_t dp : {1, 2, 3}) {
+    for (unsigned z = 0; z < (dp > 1 ? 4U : 1U); ++z) {
+      training_plan const p{.dp = dp, .zero = static_cast<zero_stage>(z), .micro_batch = 1};
+      std::size_t parameters = 0, state = 0, gradients = 0;
+      for (std::size_t r = 0; r < dp; ++r) {
+        state_memory const m = model.state(p, r, 4, 2);
+        parameters += m.parameters;
+        state += m.optimizer_state;
+        gradients += m.gradients;
+      }
+      INFO("dp=" << dp << " ZeRO-" << z);
+      CHECK(state == (z >= 1 ? 1 : dp) * 2 * 4 * psi);
+      CHECK(gradients == dp * 4 * psi);  // unreduced: every replica's whole gradient at the end of backward
+      if (z < 3) CHECK(parameters == dp * 4 * psi);
+      if (z == 3) CHECK(parameters > 4 * psi);  // the shards plus two adjacent stages gathered on each rank
+    }
+  }
+  // A pipeline splits the parameters among its stages: each counted once.
+  for (std::size_t pp : {2, 4}) {
+    training_plan const p{.pp = pp, .micro_batch = 1, .micro_batches = pp};
+    std::size_t parameters = 0;
+    for (std::size_t s = 0; s < pp; ++s) parameters += model.state(p, s, 4, 2).parameters;
+    CHECK(parameters == 4 * psi);
+  }
+}
+
+TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
+  // alpha + beta x bytes recovered from exact points, and from points 5% off either way.
+  std::vector<double> const bytes{1e3, 1e4, 1e5, 1e6, 1e7};
+  std::vector<double> exact, noisy;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    exact.push_back(2e-6 + 1e-10 * bytes[i]);
+    noisy.push_back(exact.back() * (i % 2 == 0 ? 1.05 : 0.95));
+  }
+  link_cost const fit = fit_link_cost(bytes, exact);
+  CHECK(std::abs(fit.alpha - 2e-6) < 1e-12);
+  CHECK(std::abs(fit.beta - 1e-10) < 1e-16);
+  link_cost const rough = fit_link_cost(bytes, noisy);
+  for (std::size_t i = 0; i < bytes.size(); ++i) CHECK(std::abs(rough.time(bytes[i]) / exact[i] - 1) < 0.1);
+  // Never negative: a falling series gives beta 0 and its weighted mean as alpha.
+  link_cost const flat = fit_link_cost({1, 2}, {2e-6, 1e-6});
+  CHECK(flat.beta == 0);
+  CHECK(flat.alpha > 0);
+
+  hardware_model h;
+  h.gemm = {{64, 64, 64, 1e9}, {1024, 1024, 1024, 4e10}};
+  CHECK(h.gemm_flops_per_second(2.0 * 60 * 60 * 60) == 1e9);
+  CHECK(h.gemm_flops_per_second(1e12) == 4e10);
+  h.collectives = {{collective_kind::all_reduce, 2, {1e-6, 1e-9}}, {collective_kind::all_reduce, 8, {4e-6, 2e-9}}};
+  CHECK(h.collective_seconds(collective_kind::all_reduce, 1, 1e6) == 0);  // a group of one moves nothing
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3) - 2e-6) < 1e-15);
+  CHECK(h.collective_seconds(collective_kind::all_reduce, 7, 0) == 4e-6);  // the nearest group measured
+  CHECK(h.collective_seconds(collective_kind::all_gather, 2, 1e3) == 0);   // none measured
+}
+
+namespace {
+
+// A machine with every rate given: 1e10 flop/s, 1e10 B/s elementwise, and
+// every collective alpha + beta x bytes with the given costs.
+hardware_model machine(double alpha, double beta) {
+  hardware_model h;
+  h.gemm = {{1, 1, 1, 1e10}};
+  h.elementwise_bytes_per_second = 1e10;
+  for (collective_kind k : collective_kinds)
+    for (std::size_t g : {2, 4, 8}) h.collectives.push_back({k, g, {alpha, beta}});
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner]") {
+  gpt_config const c{
+      .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
+  gpt_memory_model const model(c);
+  time_model const free_links(model, machine(0, 0)), slow_links(model, machine(1e-5, 1e-9));
+  training_plan const one{.micro_batch = 8};
+  step_time const t = free_links.predict(one);
+  // One rank: no bubble, no collective, and the compute is the model's flops at the rate plus its elementwise bytes.
+  double flops = 0, elements = 0;
+  for (stage_spec const& s : model.stages()) {
+    flops += s.forward_flops + s.backward_flops;
+    elements += 3 * (s.elementwise_sharded + s.elementwise_replicated);
+  }
+  CHECK(t.bubble == Catch::Approx(0).margin(1e-12));
+  CHECK(t.data_parallel == 0);
+  CHECK(t.tensor_parallel == 0);
+  CHECK(t.compute == Catch::Approx(8 * flops / 1e10 + 8 * 4 * elements / 1e10));
+  CHECK(t.total() == Catch::Approx(t.compute + t.optimizer));
+  // Data parallelism halves each rank's compute and adds the gradients' reduction, which ZeRO-2 makes a reduce-scatter.
+  training_plan const dp2{.dp = 2, .micro_batch = 4};
+  CHECK(free_links.predict(dp2).compute == Catch::Approx(t.compute / 2));
+  step_time const all_reduce = slow_links.predict(dp2);
+  step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
+  CHECK(all_reduce.data_parallel > 0);
+  CHECK(scatter.optimizer == Catch::Approx(all_reduce.optimizer / 2));
+  // Tensor parallelism splits the products and pays Megatron's all-reduces inside each action.
+  step_time const tp2 = slow_links.predict({.tp = 2, .micro_batch = 8});
+  CHECK(tp2.tensor_parallel > 0);
+  CHECK(tp2.compute < t.compute + tp2.tensor_parallel);
+  // A pipeline of two stages waits: its bubble shrinks as micro-batches grow.
+  step_time const m2 = free_links.predict({.pp = 2, .micro_batch = 4, .micro_batches = 2});
+  step_time const m8 = free_links.predict({.pp = 2, .micro_batch = 1, .micro_batches = 8});
+  CHECK(m2.bubble > 0);
+  CHECK(m8.bubble / m8.total() < m2.bubble / m2.total());
+  // ZeRO-3 gathers each stage's parameters before its forward and its backward.
+  step_time const z3 = slow_links.predict({.dp = 2, .zero = zero_stage::parameters, .micro_batch = 4});
+  CHECK(z3.parameter_gather > 0);
+}

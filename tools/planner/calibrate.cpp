@@ -1,0 +1,115 @@
+// shardmesh-calibrate: measures this machine once for the training planner
+// and writes the hardware file (JSON): each rank's GEMM rate by shape with
+// every rank computing, the bandwidth of an elementwise kernel, and every
+// collective's alpha + beta x bytes per group size on the ranks it runs on,
+// through shardmesh's own collectives, as training calls them.
+//
+//   mpirun -n 2 shardmesh-calibrate --quick --out hardware-2.json
+//
+// The figures hold for this rank count: ranks sharing cores compute and
+// communicate more slowly, so calibrate at the rank count you plan for.
+#include "measure.hpp"
+#include "planner_files.hpp"
+
+#include <shardmesh/comm/communicator.hpp>
+#include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/runtime_info.hpp>
+
+#include <mpi.h>
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+// "host: CPU model", from the kernel.
+std::string machine_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(cpuinfo, line))
+    if (line.starts_with("model name")) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return std::string(host) + ": " + model;
+}
+
+// Physical memory divided among the ranks that share it.
+std::size_t memory_per_rank(std::size_t ranks_here) {
+  long const pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / ranks_here : 0;
+}
+
+int run(int argc, char** argv, shardmesh::communicator const& world) {
+  bool const speaks = world.rank() == 0;
+  bool quick = false;
+  std::string out = "hardware.json";
+  CLI::App app{
+      "Measures this machine for shardmesh-plan-training: GEMM rates, elementwise bandwidth and each "
+      "collective's alpha + beta x bytes on the ranks it runs on. Run it under mpirun at the rank count "
+      "you plan for.",
+      "shardmesh-calibrate"};
+  app.add_flag("--quick", quick, "fewer shapes and sizes: under a minute");
+  app.add_option("--out", out, "the hardware file to write")->capture_default_str()->type_name("FILE");
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {
+    return speaks ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
+  MPI_Comm shared = MPI_COMM_NULL;
+  MPI_Comm_split_type(world.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+  int ranks_here = 1;
+  MPI_Comm_size(shared, &ranks_here);
+  MPI_Comm_free(&shared);
+
+  auto const say = [&](std::string const& what) {
+    if (speaks) std::cerr << "[calibrate] " << what << std::endl;
+  };
+  planner_tool::calibration_sizes const sizes = planner_tool::sizes_for(quick);
+  shardmesh::parallel::hardware_model h;
+  h.machine = machine_name() + ", " + to_string(shardmesh::query_runtime_info());
+  h.measured = true;
+  h.ranks = static_cast<std::size_t>(world.size());
+  h.cores = std::max(1U, std::thread::hardware_concurrency());
+  h.memory_per_rank = memory_per_rank(static_cast<std::size_t>(ranks_here));
+  say("GEMM rates of " + std::to_string(sizes.gemm_shapes.size()) + " shapes");
+  h.gemm = planner_tool::measure_gemm(world, sizes);
+  say("elementwise bandwidth");
+  h.elementwise_bytes_per_second = planner_tool::measure_elementwise(world, sizes);
+  say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks");
+  h.collectives = planner_tool::measure_collectives(world, sizes);
+  if (speaks) {
+    std::ofstream file(out);
+    file << planner_tool::hardware_json(h);
+    if (!file) {
+      std::cerr << "shardmesh-calibrate: cannot write " << out << std::endl;
+      return 1;
+    }
+    say("wrote " + out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    shardmesh::communicator const world = shardmesh::communicator::borrow(MPI_COMM_WORLD);
+    status = run(argc, argv, world);
+  }
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,160 @@
+// shardmesh-plan-training: model + batch + hardware in, ranked execution
+// plans out. Every plan of the search space (training_plan.hpp) with the
+// given global batch on the given ranks is sized by the memory model and,
+// if it fits, timed by the time model; the table ranks them by predicted
+// step time, --json prints every plan (dropped ones with their reason) and
+// --pictures draws memory against step time and the best plans' parts.
+//
+//   shardmesh-plan-training --model gpt.json --global-batch 64 --ranks 8 --hardware hardware-8.json
+//
+// Predictions for a described machine ("measured": false in its hardware
+// file) are labelled as such.
+#include "pictures.hpp"
+#include "planner_files.hpp"
+
+#include <shardmesh/errors.hpp>
+#include <shardmesh/parallel/memory_model.hpp>
+#include <shardmesh/parallel/time_model.hpp>
+#include <shardmesh/parallel/training_plan.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace shardmesh::parallel;
+using planner_tool::judged_plan;
+
+std::string mib(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+std::string ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", seconds * 1e3);
+  return text;
+}
+
+// Every candidate, sized and (if it fits) timed; feasible first, fastest first.
+std::vector<judged_plan> judge(training_problem const& problem, hardware_model const& hardware, std::size_t capacity) {
+  gpt_memory_model const memory(problem.model);
+  time_model const time(memory, hardware);
+  std::vector<judged_plan> out;
+  for (training_plan const& plan : candidate_plans(problem)) {
+    judged_plan j{plan, {}, 0, {}, {}};
+    // Rank (dp 0, stage s, tp 0) holds each stage's largest blocks: block
+    // distributions give coordinate 0 the rounded-up share.
+    for (std::size_t s = 0; s < plan.pp; ++s) {
+      state_memory const m = memory.state(plan, s * plan.tp, 4, 2);
+      j.memory.parameters = std::max(j.memory.parameters, m.parameters);
+      j.memory.gradients = std::max(j.memory.gradients, m.gradients);
+      j.memory.optimizer_state = std::max(j.memory.optimizer_state, m.optimizer_state);
+      j.memory_total = std::max(j.memory_total, m.parameters + m.gradients + m.optimizer_state);
+    }
+    if (capacity != 0 && j.memory_total > capacity)
+      j.dropped = "needs " + mib(j.memory_total) + " MiB per rank (parameters " + mib(j.memory.parameters) +
+                  ", gradients " + mib(j.memory.gradients) + ", optimizer state " + mib(j.memory.optimizer_state) +
+                  "), over the capacity of " + mib(capacity) + " MiB";
+    else
+      j.time = time.predict(plan);
+    out.push_back(j);
+  }
+  std::stable_sort(out.begin(), out.end(), [](judged_plan const& a, judged_plan const& b) {
+    if (a.dropped.empty() != b.dropped.empty()) return a.dropped.empty();
+    return a.dropped.empty() && a.time.total() < b.time.total();
+  });
+  return out;
+}
+
+void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
+  std::printf("%4s  %-36s %9s %9s %9s %9s %9s %10s\n", "#", "plan", "step ms", "compute", "bubble", "dp comm", "update",
+              "state MiB");
+  std::size_t shown = 0;
+  for (judged_plan const& p : plans) {
+    if (!p.dropped.empty() || shown == top) break;
+    ++shown;
+    std::printf("%4zu  %-36s %9s %9s %9s %9s %9s %10s\n", shown, to_string(p.plan).c_str(), ms(p.time.total()).c_str(),
+                ms(p.time.compute).c_str(), ms(p.time.bubble).c_str(), ms(p.time.data_parallel).c_str(),
+                ms(p.time.optimizer).c_str(), mib(p.memory_total).c_str());
+  }
+}
+
+int run(int argc, char** argv) {
+  std::string model_file, hardware_file, pictures;
+  std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4;
+  bool json = false;
+  CLI::App app{
+      "Ranks the ways to train a GPT on a machine: every (dp, tp, pp, ZeRO stage, micro-batch, "
+      "micro-batches, schedule, v) for the global batch on the ranks, the plans over the memory capacity "
+      "dropped with their reason, the rest by predicted step time.",
+      "shardmesh-plan-training"};
+  app.add_option("--model", model_file, "the model (JSON: vocabulary, sequence, hidden, heads, head_size, ffn, layers)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--global-batch", global_batch, "samples (sequences) per step")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ranks", ranks, "ranks to train on")->required()->check(CLI::PositiveNumber);
+  app.add_option("--hardware", hardware_file, "the hardware file (shardmesh-calibrate's, or a description)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--memory", memory, "bytes per rank (default: the hardware file's; 0: no limit)")->type_name("BYTES");
+  app.add_option("--top", top, "plans the table shows")->capture_default_str();
+  app.add_option("--max-virtual", max_virtual, "the most chunks per stage interleaving may use")->capture_default_str();
+  app.add_flag("--json", json, "print every plan as JSON instead of the table");
+  app.add_option("--pictures", pictures,
+                 "write PREFIX-memory-time.svg and PREFIX-parts.svg (and .png where rsvg-convert is installed)")
+      ->type_name("PREFIX");
+  CLI11_PARSE(app, argc, argv);
+
+  hardware_model const hardware = planner_tool::read_hardware(hardware_file);
+  training_problem const problem{planner_tool::read_model(model_file), global_batch, ranks, max_virtual};
+  std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
+  std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
+  if (json) {
+    std::cout << planner_tool::plans_json(problem, hardware, capacity, plans);
+  } else {
+    std::size_t const feasible = static_cast<std::size_t>(
+        std::count_if(plans.begin(), plans.end(), [](judged_plan const& p) { return p.dropped.empty(); }));
+    std::printf("%s: %zu plans, %zu within %s MiB per rank%s\n", hardware.machine.c_str(), plans.size(), feasible,
+                capacity != 0 ? mib(capacity).c_str() : "unlimited",
+                hardware.measured ? "" : " (PREDICTION: the machine is described, not measured)");
+    if (hardware.measured && hardware.ranks != ranks)
+      std::printf("note: calibrated on %zu ranks, asked about %zu\n", hardware.ranks, ranks);
+    std::printf("memory: parameters, gradients and optimizer state (activations not yet modelled)\n\n");
+    print_table(plans, top);
+  }
+  if (!pictures.empty()) {
+    for (auto const& [name, svg] :
+         {std::pair<std::string, std::string>{pictures + "-memory-time.svg", planner_tool::memory_time_svg(plans)},
+          {pictures + "-parts.svg", planner_tool::parts_svg(plans, 5)}}) {
+      std::ofstream(name) << svg;
+      std::string const png = name.substr(0, name.size() - 4) + ".png";
+      std::string const convert =
+          "command -v rsvg-convert >/dev/null && rsvg-convert -b white -o '" + png + "' '" + name + "'";
+      if (std::system(convert.c_str()) != 0)
+        std::fprintf(stderr, "wrote %s (no rsvg-convert for the PNG)\n", name.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (shardmesh::error const& e) {
+    std::cerr << "shardmesh-plan-training: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,162 @@
+#include "planner_files.hpp"
+
+#include <shardmesh/errors.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+
+namespace planner_tool {
+
+using shardmesh::parallel::collective_fit;
+using shardmesh::parallel::collective_kind;
+using shardmesh::parallel::gemm_rate;
+using shardmesh::parallel::gpt_config;
+using shardmesh::parallel::hardware_model;
+using json = nlohmann::ordered_json;
+
+std::string hardware_json(hardware_model const& h) {
+  json out{{"machine", h.machine},
+           {"measured", h.measured},
+           {"ranks", h.ranks},
+           {"cores", h.cores},
+           {"memory_per_rank", h.memory_per_rank},
+           {"elementwise_bytes_per_second", h.elementwise_bytes_per_second},
+           {"data_parallel_overlap", h.data_parallel_overlap}};
+  out["gemm"] = json::array();
+  for (gemm_rate const& g : h.gemm)
+    out["gemm"].push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"flops_per_second", g.flops_per_second}});
+  out["collectives"] = json::array();
+  for (collective_fit const& c : h.collectives)
+    out["collectives"].push_back({{"kind", std::string(to_string(c.kind))},
+                                  {"group", c.group},
+                                  {"alpha_seconds", c.cost.alpha},
+                                  {"beta_seconds_per_byte", c.cost.beta}});
+  return out.dump(2) + "\n";
+}
+
+namespace {
+
+// The JSON object in `path`, or an error naming the file.
+json object_in(std::string const& kind, std::string const& path) {
+  std::ifstream in(path);
+  if (!in) throw shardmesh::invalid_option_error(kind + " " + path + ": cannot be read");
+  json const j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw shardmesh::invalid_option_error(kind + " " + path + ": is not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+gpt_config read_model(std::string const& path) {
+  json const j = object_in("model file", path);
+  gpt_config c;
+  try {
+    c.vocabulary = j.at("vocabulary").get<std::size_t>();
+    c.sequence = j.at("sequence").get<std::size_t>();
+    c.hidden = j.at("hidden").get<std::size_t>();
+    c.heads = j.at("heads").get<std::size_t>();
+    c.head_size = j.at("head_size").get<std::size_t>();
+    c.ffn = j.at("ffn").get<std::size_t>();
+    c.layers = j.at("layers").get<std::size_t>();
+    c.sequence_parallel = j.value("sequence_parallel", false);
+  } catch (json::exception const& e) {
+    throw shardmesh::invalid_option_error("model file " + path + ": " + e.what());
+  }
+  if (c.vocabulary == 0 || c.sequence == 0 || c.hidden == 0 || c.heads == 0 || c.head_size == 0 || c.ffn == 0 ||
+      c.layers == 0)
+    throw shardmesh::invalid_option_error("model file " + path + ": every size must be at least 1");
+  return c;
+}
+
+std::string plans_json(shardmesh::parallel::training_problem const& problem, hardware_model const& hardware,
+                       std::size_t capacity, std::vector<judged_plan> const& plans) {
+  gpt_config const& c = problem.model;
+  json out{{"model",
+            {{"vocabulary", c.vocabulary},
+             {"sequence", c.sequence},
+             {"hidden", c.hidden},
+             {"heads", c.heads},
+             {"head_size", c.head_size},
+             {"ffn", c.ffn},
+             {"layers", c.layers},
+             {"sequence_parallel", c.sequence_parallel}}},
+           {"global_batch", problem.global_batch},
+           {"ranks", problem.ranks},
+           {"memory_capacity", capacity},
+           {"hardware", hardware.machine},
+           {"prediction_only", !hardware.measured}};
+  out["plans"] = json::array();
+  for (judged_plan const& p : plans) {
+    json entry{{"dp", p.plan.dp},
+               {"tp", p.plan.tp},
+               {"pp", p.plan.pp},
+               {"zero", static_cast<unsigned>(p.plan.zero)},
+               {"micro_batch", p.plan.micro_batch},
+               {"micro_batches", p.plan.micro_batches},
+               {"schedule", std::string(to_string(p.plan.schedule))},
+               {"virtual_stages", p.plan.virtual_stages},
+               {"memory",
+                {{"parameters", p.memory.parameters},
+                 {"gradients", p.memory.gradients},
+                 {"optimizer_state", p.memory.optimizer_state},
+                 {"total", p.memory_total}}}};
+    if (p.dropped.empty())
+      entry["seconds"] = {{"step", p.time.total()},
+                          {"compute", p.time.compute},
+                          {"bubble", p.time.bubble},
+                          {"data_parallel", p.time.data_parallel},
+                          {"optimizer", p.time.optimizer},
+                          {"tensor_parallel", p.time.tensor_parallel},
+                          {"parameter_gather", p.time.parameter_gather}};
+    else
+      entry["dropped"] = p.dropped;
+    out["plans"].push_back(entry);
+  }
+  return out.dump(2) + "\n";
+}
+
+hardware_model read_hardware(std::string const& path) {
+  auto const fail = [&](std::string const& why) {
+    return shardmesh::invalid_option_error("hardware file " + path + ": " + why);
+  };
+  json const j = object_in("hardware file", path);
+  hardware_model h;
+  try {
+    h.machine = j.at("machine").get<std::string>();
+    h.measured = j.at("measured").get<bool>();
+    h.ranks = j.at("ranks").get<std::size_t>();
+    h.cores = j.at("cores").get<std::size_t>();
+    h.memory_per_rank = j.value("memory_per_rank", std::size_t{0});
+    h.elementwise_bytes_per_second = j.at("elementwise_bytes_per_second").get<double>();
+    h.data_parallel_overlap = j.value("data_parallel_overlap", 0.0);
+    for (json const& g : j.at("gemm"))
+      h.gemm.push_back({g.at("m").get<std::size_t>(), g.at("n").get<std::size_t>(), g.at("k").get<std::size_t>(),
+                        g.at("flops_per_second").get<double>()});
+    for (json const& c : j.at("collectives")) {
+      std::string const kind = c.at("kind").get<std::string>();
+      collective_fit f;
+      bool known = false;
+      for (collective_kind k : shardmesh::parallel::collective_kinds)
+        if (to_string(k) == kind) f.kind = k, known = true;
+      if (!known) throw fail("unknown collective \"" + kind + "\"");
+      f.group = c.at("group").get<std::size_t>();
+      f.cost = {c.at("alpha_seconds").get<double>(), c.at("beta_seconds_per_byte").get<double>()};
+      h.collectives.push_back(f);
+    }
+  } catch (json::exception const& e) {
+    throw fail(e.what());
+  }
+  if (h.ranks == 0 || h.cores == 0) throw fail("ranks and cores must be at least 1");
+  if (h.gemm.empty()) throw fail("has no GEMM rates");
+  for (gemm_rate const& g : h.gemm)
+    if (!(g.flops_per_second > 0)) throw fail("a GEMM rate is not positive");
+  if (!(h.elementwise_bytes_per_second > 0)) throw fail("the elementwise bandwidth is not positive");
+  if (!(h.data_parallel_overlap >= 0 && h.data_parallel_overlap <= 1))
+    throw fail("data_parallel_overlap must be between 0 and 1");
+  return h;
+}
+
+}  // namespace planner_tool

@@ -1,0 +1,40 @@
+#pragma once
+// The planner's files. The hardware file: a hardware_model as JSON,
+// written by shardmesh-calibrate and read by shardmesh-plan-training; a
+// described machine (not measured here) has the same fields with
+// "measured": false. The model file: a gpt_config as JSON. The ranked
+// plans as JSON. docs/07-choosing-a-strategy.md shows each.
+
+#include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/parallel/memory_model.hpp>
+#include <shardmesh/parallel/model_spec.hpp>
+#include <shardmesh/parallel/time_model.hpp>
+#include <shardmesh/parallel/training_plan.hpp>
+
+#include <string>
+#include <vector>
+
+namespace planner_tool {
+
+[[nodiscard]] std::string hardware_json(shardmesh::parallel::hardware_model const& h);
+// Throws shardmesh::invalid_option_error naming the file and what is wrong in it.
+[[nodiscard]] shardmesh::parallel::hardware_model read_hardware(std::string const& path);
+// {"vocabulary": 50304, "sequence": 1024, "hidden": 768, "heads": 12, "head_size": 64, "ffn": 3072,
+//  "layers": 12, "sequence_parallel": false}; the same errors.
+[[nodiscard]] shardmesh::parallel::gpt_config read_model(std::string const& path);
+
+// One plan as the planner judged it: its predicted memory per rank (the
+// largest over the ranks) and step time, or why it was dropped.
+struct judged_plan {
+  shardmesh::parallel::training_plan plan;
+  shardmesh::parallel::state_memory memory;  // the largest of each category over the ranks
+  std::size_t memory_total = 0;              // the largest total over the ranks
+  shardmesh::parallel::step_time time;
+  std::string dropped;  // empty: feasible
+};
+
+[[nodiscard]] std::string plans_json(shardmesh::parallel::training_problem const& problem,
+                                     shardmesh::parallel::hardware_model const& hardware, std::size_t capacity,
+                                     std::vector<judged_plan> const& plans);
+
+}  // namespace planner_tool
