@@ -1,7 +1,7 @@
 // The planner's search space and memory model, without MPI: the candidate
 // plans are exactly the valid ones (against a brute force over every tuple
 // with the conditions written out here), each refusal says why, the search
-// space of 64 ranks and a 32-layer model is enumerated and sized in well
+// space of 64 ranks and a 32-layer model is enumerated, sized and timed in
 // under a second, the memory model's totals obey ZeRO's table, a hardware
 // model fits and looks up what calibration measured, and the time model
 // charges each plan for what it does.
@@ -39,6 +39,17 @@ bool valid(training_problem const& problem, training_plan const& p) {
          (p.pp > 1 || (p.schedule == schedule_kind::one_f_one_b && p.virtual_stages == 1)) &&
          (interleaved ? p.virtual_stages >= 2 && p.micro_batches % p.pp == 0 : p.virtual_stages == 1) &&
          p.virtual_stages <= problem.max_virtual_stages;
+}
+
+// A machine with every rate given: 1e10 flop/s, 1e10 B/s elementwise, and
+// every collective alpha + beta x bytes with the given costs.
+hardware_model machine(double alpha, double beta) {
+  hardware_model h;
+  h.gemm = {{1, 1, 1, 1e10}};
+  h.elementwise_bytes_per_second = 1e10;
+  for (collective_kind k : collective_kinds)
+    for (std::size_t g : {2, 4, 8}) h.collectives.push_back({k, g, {alpha, beta}});
+  return h;
 }
 
 }  // namespace
@@ -100,22 +111,27 @@ TEST_CASE("a plan that cannot run says why", "[parallel][planner]") {
             .empty());
 }
 
-TEST_CASE("64 ranks and a 32-layer model: every plan enumerated and sized in well under a second",
+TEST_CASE("64 ranks and a 32-layer model: every plan enumerated, sized and timed in under a second",
           "[parallel][planner]") {
   gpt_config const c{
       .vocabulary = 50304, .sequence = 2048, .hidden = 4096, .heads = 32, .head_size = 128, .ffn = 16384, .layers = 32};
   training_problem const problem{c, 512, 64};
   auto const start = std::chrono::steady_clock::now();
   gpt_memory_model const model(c);
+  time_model const time(model, machine(1e-5, 1e-9));
   std::vector<training_plan> const plans = candidate_plans(problem);
   std::size_t largest = 0;
-  for (training_plan const& p : plans)
+  double fastest = 1e300;
+  for (training_plan const& p : plans) {
     for (std::size_t stage = 0; stage < p.pp; ++stage)  // rank 0 of each stage: its embedding or head
       largest = std::max(largest, model.state(p, stage * p.tp, 4, 2).parameters);
+    fastest = std::min(fastest, time.predict(p).total());
+  }
   double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(plans.size() << " plans in " << seconds << " s");
   CHECK(plans.size() > 1000);
   CHECK(largest > 0);
+  CHECK(fastest > 0);
   CHECK(seconds < 1.0);
 }
 
@@ -183,21 +199,6 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(h.collective_seconds(collective_kind::all_reduce, 7, 0) == 4e-6);  // the nearest group measured
   CHECK(h.collective_seconds(collective_kind::all_gather, 2, 1e3) == 0);   // none measured
 }
-
-namespace {
-
-// A machine with every rate given: 1e10 flop/s, 1e10 B/s elementwise, and
-// every collective alpha + beta x bytes with the given costs.
-hardware_model machine(double alpha, double beta) {
-  hardware_model h;
-  h.gemm = {{1, 1, 1, 1e10}};
-  h.elementwise_bytes_per_second = 1e10;
-  for (collective_kind k : collective_kinds)
-    for (std::size_t g : {2, 4, 8}) h.collectives.push_back({k, g, {alpha, beta}});
-  return h;
-}
-
-}  // namespace
 
 TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner]") {
   gpt_config const c{

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace shardmesh::parallel {
@@ -86,12 +87,19 @@ class gpt_memory_model {
       }
       return e;
     };
+    // Every block is the same layer (gpt_stage_specs): sized once.
+    std::optional<elements> block;
+    auto const of = [&](std::size_t s) {
+      if (s < 1 || s > config_.layers) return of_stage(s);
+      if (!block) block = of_stage(s);
+      return *block;
+    };
     elements total;
     std::size_t gathered = 0;  // ZeRO-3: the most compute-layout elements of two adjacent stages
     for (std::vector<std::size_t> const& chunk : held_stages(plan, stage)) {
       std::size_t previous = 0;
       for (std::size_t s : chunk) {
-        elements const e = of_stage(s);
+        elements const e = of(s);
         total.compute += e.compute;
         total.stored += e.stored;
         total.reduced += e.reduced;

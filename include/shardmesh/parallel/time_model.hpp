@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace shardmesh::parallel {
@@ -72,7 +73,7 @@ class time_model {
       double tp_here = 0, gather_here = 0;
       for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
         for (std::size_t st : chunk) {
-          action_cost const a = stage_cost(plan, stage_mesh, st, samples, element_bytes);
+          action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
           cost[0] += a.forward;
           cost[1] += a.input;
           cost[2] += a.weight;
@@ -129,6 +130,21 @@ class time_model {
     double gather = 0;                          // of them: ZeRO-3's all-gathers
   };
 
+  // stage_cost, made once per what it depends on: a search asks for the
+  // same stage on the same stage mesh for every pipeline depth, schedule and
+  // micro-batch count, and every block is the same layer (gpt_stage_specs),
+  // so block 0 stands for them all. Not safe to share between threads.
+  [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
+                                                     std::size_t samples, std::size_t element_bytes) const {
+    std::size_t const layers = model_->config().layers;
+    std::size_t const representative = st >= 1 && st <= layers ? 1 : st;
+    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, plan.zero, representative, element_bytes);
+    auto it = stage_costs_.find(key);
+    if (it == stage_costs_.end())
+      it = stage_costs_.emplace(key, stage_cost(plan, mesh, representative, samples, element_bytes)).first;
+    return it->second;
+  }
+
   // One model stage's actions for one micro-batch on the stage's rank 0.
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
                                        std::size_t samples, std::size_t element_bytes) const {
@@ -180,6 +196,8 @@ class time_model {
 
   gpt_memory_model const* model_;
   hardware_model hardware_;
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, zero_stage, std::size_t, std::size_t>, action_cost>
+      stage_costs_;
 };
 
 }  // namespace shardmesh::parallel
