@@ -26,7 +26,9 @@
 // mesh's ledger) is printed after the first and the last step. --check
 // trains the same model on one rank (dp = tp = 1, ZeRO-0) alongside and
 // reports the largest difference of the two loss curves; the exit status
-// says whether it stayed within the tolerance.
+// says whether it stayed within the tolerance. --report FILE writes each
+// step's seconds and, per memory category, the largest peak over the ranks
+// and phases (JSON), for comparing runs with the planner's predictions.
 #include <shardmesh/parallel/memory_report.hpp>
 #include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -34,6 +36,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -60,7 +63,7 @@ constexpr double check_tolerance = 1e-3;
 
 struct options {
   std::size_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
-  std::string schedule = "1f1b", timeline;
+  std::string schedule = "1f1b", timeline, report;
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::string method = "adamw";
   double lr = 3e-3, clip = 1.0, weight_decay = 0.01;
@@ -221,6 +224,28 @@ void draw_timeline(run const& r, std::string const& file) {
   if (std::system(convert.c_str()) == 0) std::printf("and %s\n", png.c_str());
 }
 
+// Each step's seconds, and per memory category the largest peak of any
+// phase on any rank (collective: every rank calls it; rank 0 writes).
+void write_report(run const& r, std::vector<double> const& seconds, std::string const& file) {
+  constexpr std::size_t n = memory_category_count;
+  std::array<unsigned long long, n> peak{};
+  for (auto const& phase : r.trainer().memory().phases)
+    for (std::size_t c = 0; c < n; ++c) peak[c] = std::max<unsigned long long>(peak[c], phase.peak[c]);
+  MPI_Allreduce(MPI_IN_PLACE, peak.data(), static_cast<int>(n), MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  if (r.mesh().rank() != 0) return;
+  std::ofstream out(file);
+  out << "{\"step_seconds\": [";
+  for (std::size_t i = 0; i < seconds.size(); ++i) out << (i > 0 ? ", " : "") << seconds[i];
+  out << "],\n \"peak_bytes\": {";
+  for (std::size_t c = 0; c < n; ++c) {
+    std::string key(to_string(static_cast<memory_category>(c)));
+    std::replace(key.begin(), key.end(), ' ', '_');  // "optimizer_state"
+    out << (c > 0 ? ", " : "") << '"' << key << "\": " << peak[c];
+  }
+  out << "}}\n";
+  if (!out) throw invalid_option_error("train_gpt: cannot write " + file);
+}
+
 int train(options const& o) {
   auto const ranks = static_cast<std::size_t>([] {
     int n = 0;
@@ -247,11 +272,13 @@ int train(options const& o) {
         o.pp > 1 ? (", schedule " + o.schedule + " with " + std::to_string(o.chunks) + " chunk(s) per stage").c_str()
                  : "");
   double worst = 0;
+  std::vector<double> step_seconds;
   for (std::size_t s = 0; s < o.steps; ++s) {
     MPI_Barrier(MPI_COMM_WORLD);
     double const start = MPI_Wtime();
     auto const r = distributed.step(s);
     double const seconds = MPI_Wtime() - start;
+    step_seconds.push_back(seconds);
     double const tokens = static_cast<double>(b.global() * o.sequence);
     std::optional<double> difference;
     if (serial) {
@@ -273,6 +300,7 @@ int train(options const& o) {
   }
   print_memory(distributed, "last");
   if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
+  if (!o.report.empty()) write_report(distributed, step_seconds, o.report);
   if (!o.check) return 0;
   bool const ok = worst <= check_tolerance;
   if (root)
@@ -319,6 +347,7 @@ int main(int argc, char** argv) {
   app.add_flag("--padded", o.padded, "sequences of random length, padded");
   app.add_flag("--check", o.check, "train on 1 rank alongside and compare the loss curves");
   app.add_flag("--quiet", o.quiet, "no per-step lines");
+  app.add_option("--report", o.report, "write step times and peak memory per category (JSON) to this file");
   CLI11_PARSE(app, argc, argv);
   o.micro_given = app.count("--micro-batch") > 0;
 

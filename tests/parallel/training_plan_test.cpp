@@ -191,13 +191,61 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
 
   hardware_model h;
   h.gemm = {{64, 64, 64, 1e9}, {1024, 1024, 1024, 4e10}};
-  CHECK(h.gemm_flops_per_second(2.0 * 60 * 60 * 60) == 1e9);
-  CHECK(h.gemm_flops_per_second(1e12) == 4e10);
+  CHECK(h.gemm_seconds({2, 60, 60, 60}) == Catch::Approx(2 * 2.0 * 60 * 60 * 60 / 1e9));
+  CHECK(h.gemm_seconds({1, 4096, 1024, 512}) == Catch::Approx(2.0 * 4096 * 1024 * 512 / 4e10));
+  // The nearest shape, not the nearest flop count: a tall, thin product runs at the small shapes' rate.
+  CHECK(h.gemm_seconds({1, 1024, 64, 64}) == Catch::Approx(2.0 * 1024 * 64 * 64 / 1e9));
+  CHECK(h.gemm_seconds({3, 0, 64, 64}) == 0);
+  // Kernels: the measured fit per call, else the streamed bytes at the elementwise bandwidth.
+  h.elementwise_bytes_per_second = 1e10;
+  h.kernels = {{kernel_kind::gelu_forward, {1e-6, 1e-9}}};
+  CHECK(h.kernel_seconds({kernel_kind::gelu_forward, 1000, 3}) == Catch::Approx(3 * (1e-6 + 1e-9 * 1000)));
+  CHECK(h.kernel_seconds({kernel_kind::adamw, 1000}) == Catch::Approx(1000 * 7 * 4 / 1e10));
+  CHECK(h.kernel_seconds({kernel_kind::add, 1000}, 8) == Catch::Approx(1000 * 3 * 8 / 1e10));
   h.collectives = {{collective_kind::all_reduce, 2, {1e-6, 1e-9}}, {collective_kind::all_reduce, 8, {4e-6, 2e-9}}};
   CHECK(h.collective_seconds(collective_kind::all_reduce, 1, 1e6) == 0);  // a group of one moves nothing
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3) - 2e-6) < 1e-15);
   CHECK(h.collective_seconds(collective_kind::all_reduce, 7, 0) == 4e-6);  // the nearest group measured
   CHECK(h.collective_seconds(collective_kind::all_gather, 2, 1e3) == 0);   // none measured
+  // A cluster of nodes of 4 ranks: a group that cannot fit in a node is priced on the links between nodes.
+  h.ranks_per_node = 4;
+  h.collectives.push_back({collective_kind::all_reduce, 2, {1e-5, 1e-8}, true});
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 1) - 2e-6) < 1e-15);   // neighbours
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 2) - 2e-6) < 1e-15);   // 0 and 2: one node
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 4) - 2e-5) < 1e-15);   // two nodes
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 8, 0, 1) - 4e-6) < 1e-15);  // only within measured
+}
+
+TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backward twice the forward",
+          "[parallel][planner]") {
+  for (std::size_t heads : {4, 3}) {
+    gpt_config const c{
+        .vocabulary = 96, .sequence = 8, .hidden = 16, .heads = heads, .head_size = 4, .ffn = 64, .layers = 2};
+    double const T = 8, C = 16, HD = static_cast<double>(heads) * 4, F = 64, V = 96;
+    // Per sequence, as the literature counts them: 2 flops per multiply-add.
+    double const block = 2 * T * 4 * C * HD + 4 * T * T * HD + 4 * T * C * F, head = 2 * T * C * V;
+    auto const flops = [&](std::size_t dp, std::size_t tp, std::size_t stage, std::size_t samples) {
+      return forward_flops(gpt_stage_work(c, mesh_shape{{"dp", dp}, {"tp", tp}}, stage, samples));
+    };
+    CHECK(flops(1, 1, 0, 1) == 0);
+    CHECK(flops(1, 1, 1, 1) == Catch::Approx(block));
+    CHECK(flops(1, 1, 3, 1) == Catch::Approx(head));
+    CHECK(flops(1, 1, 4, 1) == 0);
+    CHECK(gpt_layer_costs(c).block == Catch::Approx(block / T));
+    for (std::size_t dp : {1, 2})
+      for (std::size_t tp : {1, 2, 4})
+        for (std::size_t stage : {1, 3}) {
+          double const alone = flops(1, 1, stage, 3);
+          double const here = flops(dp, tp, stage, 3 * dp);  // 3 samples per replica
+          if (heads % tp == 0 || stage == 3)
+            CHECK(here == Catch::Approx(alone / static_cast<double>(tp)));
+          else  // rank 0 holds the most heads
+            CHECK(here > alone / static_cast<double>(tp));
+        }
+    for (std::size_t stage = 0; stage < 5; ++stage)
+      for (product_spec const& p : gpt_stage_work(c, mesh_shape{{"tp", 2}}, stage, 2).products)
+        CHECK(input_gradient(p).flops() + operand_gradient(p).flops() == Catch::Approx(2 * p.flops()));
+  }
 }
 
 TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner]") {
@@ -207,20 +255,26 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   time_model const free_links(model, machine(0, 0)), slow_links(model, machine(1e-5, 1e-9));
   training_plan const one{.micro_batch = 8};
   step_time const t = free_links.predict(one);
-  // One rank: no bubble, no collective, and the compute is the model's flops at the rate plus its elementwise bytes.
-  double flops = 0, elements = 0;
-  for (stage_spec const& s : model.stages()) {
-    flops += s.forward_flops + s.backward_flops;
-    elements += 3 * (s.elementwise_sharded + s.elementwise_replicated);
+  // One rank: no bubble, no collective, and the compute is the products' flops (the backward's twice the
+  // forward's) at the rate plus the kernels' streamed bytes at the bandwidth.
+  double flops = 0, bytes = 0;
+  for (std::size_t s = 0; s < model.stages().size(); ++s) {
+    stage_work const w = gpt_stage_work(c, mesh_shape{{"tp", 1}}, s, 8);
+    flops += 3 * forward_flops(w);
+    for (auto const* part : {&w.forward, &w.input, &w.weight})
+      for (kernel_spec const& k : *part)
+        bytes += static_cast<double>(k.calls) * k.elements * 4 * streamed_elements(k.kind);
   }
   CHECK(t.bubble == Catch::Approx(0).margin(1e-12));
   CHECK(t.data_parallel == 0);
   CHECK(t.tensor_parallel == 0);
-  CHECK(t.compute == Catch::Approx(8 * flops / 1e10 + 8 * 4 * elements / 1e10));
+  CHECK(t.compute == Catch::Approx(flops / 1e10 + bytes / 1e10));
   CHECK(t.total() == Catch::Approx(t.compute + t.optimizer));
   // Data parallelism halves each rank's compute and adds the gradients' reduction, which ZeRO-2 makes a reduce-scatter.
+  // Each replica computes its own share of the micro-batch: with free links, dp = 2 costs what one rank's half does.
   training_plan const dp2{.dp = 2, .micro_batch = 4};
-  CHECK(free_links.predict(dp2).compute == Catch::Approx(t.compute / 2));
+  CHECK(free_links.predict(dp2).compute == Catch::Approx(free_links.predict({.micro_batch = 4}).compute));
+  CHECK(free_links.predict(dp2).compute < t.compute);
   step_time const all_reduce = slow_links.predict(dp2);
   step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
   CHECK(all_reduce.data_parallel > 0);

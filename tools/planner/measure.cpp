@@ -5,6 +5,13 @@
 #include <shardmesh/comm/all_to_all.hpp>
 #include <shardmesh/comm/point_to_point.hpp>
 #include <shardmesh/comm/reduce_scatter.hpp>
+#include <shardmesh/ops/local/cross_entropy.hpp>
+#include <shardmesh/ops/local/elementwise.hpp>
+#include <shardmesh/ops/local/embedding.hpp>
+#include <shardmesh/ops/local/gelu.hpp>
+#include <shardmesh/ops/local/layer_norm.hpp>
+#include <shardmesh/ops/local/optimizer.hpp>
+#include <shardmesh/ops/local/softmax.hpp>
 #include <shardmesh/ops/local_gemm.hpp>
 
 #include <mpi.h>
@@ -20,7 +27,10 @@ using namespace shardmesh;
 using parallel::collective_fit;
 using parallel::collective_kind;
 using parallel::gemm_rate;
+using parallel::kernel_fit;
+using parallel::kernel_kind;
 using view = Kokkos::View<float*, Kokkos::HostSpace>;
+using matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 using exec = Kokkos::DefaultHostExecutionSpace;
 
 namespace {
@@ -51,17 +61,30 @@ view filled(char const* label, std::size_t n) {
 
 calibration_sizes sizes_for(bool quick) {
   calibration_sizes s;
-  // Products of the shapes a GPT step makes here: tokens x hidden x hidden, and wider.
-  std::vector<std::size_t> const tokens =
-      quick ? std::vector<std::size_t>{256, 1024} : std::vector<std::size_t>{64, 256, 1024, 4096};
-  std::vector<std::size_t> const widths =
-      quick ? std::vector<std::size_t>{128, 512} : std::vector<std::size_t>{32, 128, 512, 1024};
-  for (std::size_t m : tokens)
-    for (std::size_t n : widths) s.gemm_shapes.push_back({m, n, n, 0});
+  // Products of the shapes a GPT step makes: tokens (or a sequence, for
+  // attention's batched products) by features, each of m, n and k a power
+  // of 2, which the planner reads by the nearest shape. Every power: a BLAS
+  // kernel's rate is not smooth in the shape (here, OpenBLAS runs some
+  // products with an extent of 256 at a third of the rate of 128 or 512).
+  auto const powers = [](std::size_t from, std::size_t to) {
+    std::vector<std::size_t> out;
+    for (std::size_t x = from; x <= to; x *= 2) out.push_back(x);
+    return out;
+  };
+  std::vector<std::size_t> const ms = quick ? powers(64, 1024) : powers(64, 4096);
+  std::vector<std::size_t> const nks = quick ? powers(32, 512) : powers(32, 2048);
+  // Up to 2^26 multiply-adds (about 4 ms here): larger products run at the largest ones' rate.
+  for (std::size_t m : ms)
+    for (std::size_t n : nks)
+      for (std::size_t k : nks)
+        if (m * n * k <= std::size_t{1} << 26) s.gemm_shapes.push_back({m, n, k, 0});
   for (std::size_t b = std::size_t{1} << 10; b <= (quick ? std::size_t{4} << 20 : std::size_t{64} << 20);
        b *= quick ? 16 : 4)
     s.message_bytes.push_back(b);
   s.elementwise_bytes = std::size_t{16} << 20;
+  s.kernel_elements = quick ? std::vector<std::size_t>{std::size_t{1} << 12, std::size_t{1} << 18}
+                            : std::vector<std::size_t>{std::size_t{1} << 10, std::size_t{1} << 14, std::size_t{1} << 18,
+                                                       std::size_t{1} << 21};
   s.repetitions = quick ? 5 : 15;
   return s;
 }
@@ -100,9 +123,69 @@ double measure_elementwise(communicator const& world, calibration_sizes const& s
   return 3.0 * static_cast<double>(n * sizeof(float)) / t;  // x and y read, y written
 }
 
-std::vector<collective_fit> measure_collectives(communicator const& world, calibration_sizes const& s) {
+void keep_faster(std::vector<gemm_rate>& best, std::vector<gemm_rate> const& pass) {
+  for (std::size_t i = 0; i < best.size() && i < pass.size(); ++i)
+    best[i].flops_per_second = std::max(best[i].flops_per_second, pass[i].flops_per_second);
+}
+
+std::vector<kernel_series> measure_kernels(communicator const& world, calibration_sizes const& s) {
+  std::size_t const width = 128;  // a row: hidden features, or a sequence of scores
+  std::vector<kernel_series> out;
+  for (kernel_kind kind : parallel::kernel_kinds) {
+    kernel_series series{kind, {}, {}};
+    for (std::size_t n : s.kernel_elements) {
+      std::size_t const rows = std::max<std::size_t>(n / width, 1);
+      matrix const x("x", rows, width), y("y", rows, width), dy("dy", rows, width);
+      Kokkos::deep_copy(x, 0.5F);
+      Kokkos::deep_copy(dy, 0.25F);
+      view const flat_x(x.data(), x.size()), flat_y(y.data(), y.size()), flat_dy(dy.data(), dy.size());
+      view const gamma = filled("gamma", width), beta = filled("beta", width), d_gamma = filled("d_gamma", width),
+                 d_beta = filled("d_beta", width);
+      view const per_row = filled("per_row", rows), other = filled("other", rows), third = filled("third", rows);
+      view const moment = filled("moment", x.size()), second = filled("second", x.size());
+      Kokkos::View<int*, Kokkos::HostSpace> const ids("ids", rows);
+      matrix const table("table", width, width);  // a vocabulary of `width` rows of `width` features
+      double const t = slowest_median(world, s.repetitions, [&] {
+        switch (kind) {
+          case kernel_kind::add: ops::local::add(exec{}, flat_x, flat_dy, flat_y); break;
+          case kernel_kind::fill: ops::local::fill(exec{}, flat_y, 0.0F); break;
+          case kernel_kind::gelu_forward: ops::local::gelu_forward(exec{}, flat_x, flat_y); break;
+          case kernel_kind::gelu_backward: ops::local::gelu_backward(exec{}, flat_x, flat_dy, flat_y); break;
+          case kernel_kind::softmax_forward:
+            ops::local::softmax_forward(exec{}, x, y, ops::local::causal_mask{width, 0, 0});
+            break;
+          case kernel_kind::softmax_backward: ops::local::softmax_backward(exec{}, x, dy, y); break;
+          case kernel_kind::layer_norm_forward:
+            ops::local::layer_norm_forward(exec{}, x, gamma, beta, 1e-5F, y, per_row, other);
+            break;
+          case kernel_kind::layer_norm_backward:
+            ops::local::layer_norm_backward(exec{}, x, gamma, per_row, other, dy, y, d_gamma, d_beta, dy);
+            break;
+          case kernel_kind::cross_entropy_forward:
+            ops::local::cross_entropy_parts(exec{}, x, per_row, ids, 0, other, third);
+            break;
+          case kernel_kind::cross_entropy_backward:
+            ops::local::cross_entropy_backward(exec{}, x, per_row, other, ids, 0, 1.0F, y);
+            break;
+          case kernel_kind::embedding_forward: ops::local::embedding_forward(exec{}, ids, table, 0, y); break;
+          case kernel_kind::embedding_backward: ops::local::embedding_backward(exec{}, ids, dy, 0, table); break;
+          case kernel_kind::adamw:
+            ops::local::adamw(exec{}, flat_y, flat_dy, moment, second, 1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 1);
+            break;
+        }
+        exec{}.fence();
+      });
+      series.elements.push_back(static_cast<double>(x.size()));
+      series.seconds.push_back(t);
+    }
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+std::vector<collective_series> measure_collectives(communicator const& world, calibration_sizes const& s) {
   auto const ranks = static_cast<std::size_t>(world.size()), me = static_cast<std::size_t>(world.rank());
-  std::vector<collective_fit> out;
+  std::vector<collective_series> out;
   std::vector<double> bytes;
   for (std::size_t b : s.message_bytes) bytes.push_back(static_cast<double>(b));
   for (std::size_t group = 2; group <= ranks; group *= 2) {
@@ -127,7 +210,7 @@ std::vector<collective_fit> measure_collectives(communicator const& world, calib
           }
         }));
       }
-      out.push_back({kind, group, parallel::fit_link_cost(bytes, seconds)});
+      out.push_back({kind, group, bytes, std::move(seconds)});
     }
   }
   return out;

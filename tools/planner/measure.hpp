@@ -2,10 +2,14 @@
 // The measurements of shardmesh-calibrate, each collective over the ranks
 // it runs on (every rank calls each with the same arguments) and each
 // reporting the same figures on every rank: the slowest rank's median time.
+// A machine shared with others slows down for seconds at a time, so
+// shardmesh-calibrate makes every measurement in several passes, far apart,
+// and keeps each figure's fastest (keep_faster).
 
 #include <shardmesh/comm/communicator.hpp>
 #include <shardmesh/parallel/hardware_model.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -15,6 +19,7 @@ struct calibration_sizes {
   std::vector<shardmesh::parallel::gemm_rate> gemm_shapes;  // rates left 0, filled in
   std::vector<std::size_t> message_bytes;                   // per collective and group size
   std::size_t elementwise_bytes = 0;                        // per array of the elementwise kernel
+  std::vector<std::size_t> kernel_elements;                 // per kernel, fitted as alpha + beta x elements
   std::size_t repetitions = 0;                              // timed runs per figure (median)
 };
 
@@ -26,9 +31,34 @@ struct calibration_sizes {
                                                                        calibration_sizes const& s);
 // Bytes read and written per second by an elementwise kernel (y = a x + y), every rank at once.
 [[nodiscard]] double measure_elementwise(shardmesh::communicator const& world, calibration_sizes const& s);
-// alpha + beta x bytes of every collective on groups of 2, 4, ... ranks
-// (every group of the world at once), and of a one-way point-to-point transfer.
-[[nodiscard]] std::vector<shardmesh::parallel::collective_fit> measure_collectives(shardmesh::communicator const& world,
-                                                                                   calibration_sizes const& s);
+// Seconds of each of the library's kernels the planner prices (float,
+// rows of 128 elements) at each of s.kernel_elements, every rank at once.
+struct kernel_series {
+  shardmesh::parallel::kernel_kind kind;
+  std::vector<double> elements, seconds;
+};
+[[nodiscard]] std::vector<kernel_series> measure_kernels(shardmesh::communicator const& world,
+                                                         calibration_sizes const& s);
+// Seconds of every collective on groups of 2, 4, ... ranks (every group of
+// the world at once), and of a one-way point-to-point transfer, at each of
+// s.message_bytes.
+struct collective_series {
+  shardmesh::parallel::collective_kind kind;
+  std::size_t group;
+  std::vector<double> bytes, seconds;
+};
+[[nodiscard]] std::vector<collective_series> measure_collectives(shardmesh::communicator const& world,
+                                                                 calibration_sizes const& s);
+
+// Every figure of `pass` that is faster than `best`'s (the same
+// measurements, in the same order), kept in `best`.
+void keep_faster(std::vector<shardmesh::parallel::gemm_rate>& best,
+                 std::vector<shardmesh::parallel::gemm_rate> const& pass);
+template <class Series>
+void keep_faster(std::vector<Series>& best, std::vector<Series> const& pass) {
+  for (std::size_t i = 0; i < best.size() && i < pass.size(); ++i)
+    for (std::size_t j = 0; j < best[i].seconds.size() && j < pass[i].seconds.size(); ++j)
+      best[i].seconds[j] = std::min(best[i].seconds[j], pass[i].seconds[j]);
+}
 
 }  // namespace planner_tool

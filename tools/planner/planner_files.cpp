@@ -14,6 +14,7 @@ using shardmesh::parallel::collective_kind;
 using shardmesh::parallel::gemm_rate;
 using shardmesh::parallel::gpt_config;
 using shardmesh::parallel::hardware_model;
+using shardmesh::parallel::kernel_fit;
 using json = nlohmann::ordered_json;
 
 std::string hardware_json(hardware_model const& h) {
@@ -22,17 +23,24 @@ std::string hardware_json(hardware_model const& h) {
            {"ranks", h.ranks},
            {"cores", h.cores},
            {"memory_per_rank", h.memory_per_rank},
+           {"ranks_per_node", h.ranks_per_node},
            {"elementwise_bytes_per_second", h.elementwise_bytes_per_second},
            {"data_parallel_overlap", h.data_parallel_overlap}};
   out["gemm"] = json::array();
   for (gemm_rate const& g : h.gemm)
     out["gemm"].push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"flops_per_second", g.flops_per_second}});
+  out["kernels"] = json::array();
+  for (kernel_fit const& k : h.kernels)
+    out["kernels"].push_back({{"kind", std::string(to_string(k.kind))},
+                              {"alpha_seconds", k.cost.alpha},
+                              {"beta_seconds_per_element", k.cost.beta}});
   out["collectives"] = json::array();
   for (collective_fit const& c : h.collectives)
     out["collectives"].push_back({{"kind", std::string(to_string(c.kind))},
                                   {"group", c.group},
                                   {"alpha_seconds", c.cost.alpha},
-                                  {"beta_seconds_per_byte", c.cost.beta}});
+                                  {"beta_seconds_per_byte", c.cost.beta},
+                                  {"between_nodes", c.between_nodes}});
   return out.dump(2) + "\n";
 }
 
@@ -130,20 +138,31 @@ hardware_model read_hardware(std::string const& path) {
     h.ranks = j.at("ranks").get<std::size_t>();
     h.cores = j.at("cores").get<std::size_t>();
     h.memory_per_rank = j.value("memory_per_rank", std::size_t{0});
+    h.ranks_per_node = j.value("ranks_per_node", std::size_t{0});
     h.elementwise_bytes_per_second = j.at("elementwise_bytes_per_second").get<double>();
     h.data_parallel_overlap = j.value("data_parallel_overlap", 0.0);
     for (json const& g : j.at("gemm"))
       h.gemm.push_back({g.at("m").get<std::size_t>(), g.at("n").get<std::size_t>(), g.at("k").get<std::size_t>(),
                         g.at("flops_per_second").get<double>()});
+    // The member of `kinds` named by entry's "kind".
+    auto const kind_of = [&](json const& entry, auto const& kinds, std::string const& what) {
+      std::string const name = entry.at("kind").get<std::string>();
+      for (auto k : kinds)
+        if (to_string(k) == name) return k;
+      throw fail("unknown " + what + " \"" + name + "\"");
+    };
+    for (json const& k : j.value("kernels", json::array())) {
+      kernel_fit f;
+      f.kind = kind_of(k, shardmesh::parallel::kernel_kinds, "kernel");
+      f.cost = {k.at("alpha_seconds").get<double>(), k.at("beta_seconds_per_element").get<double>()};
+      h.kernels.push_back(f);
+    }
     for (json const& c : j.at("collectives")) {
-      std::string const kind = c.at("kind").get<std::string>();
       collective_fit f;
-      bool known = false;
-      for (collective_kind k : shardmesh::parallel::collective_kinds)
-        if (to_string(k) == kind) f.kind = k, known = true;
-      if (!known) throw fail("unknown collective \"" + kind + "\"");
+      f.kind = kind_of(c, shardmesh::parallel::collective_kinds, "collective");
       f.group = c.at("group").get<std::size_t>();
       f.cost = {c.at("alpha_seconds").get<double>(), c.at("beta_seconds_per_byte").get<double>()};
+      f.between_nodes = c.value("between_nodes", false);
       h.collectives.push_back(f);
     }
   } catch (json::exception const& e) {

@@ -1,13 +1,17 @@
 #pragma once
 // What the training planner knows of a machine: the rate of the local
-// products by shape, the bandwidth of elementwise kernels, and each
-// collective's time as alpha + beta x bytes per group size. Measured by
+// products by shape, each of the library's elementwise and row kernels'
+// time as alpha + beta x elements (or, for a described machine, its memory
+// bandwidth), and each collective's time as alpha + beta x bytes per group
+// size. Measured by
 // shardmesh-calibrate on the ranks it runs on (tools/planner), or described
 // for a machine that is not here (nodes x devices, links, a device's GEMM
 // rate from its specification), in which case what the planner says of it
 // is a prediction from the description.
 //
 // Pure; no Kokkos or MPI.
+
+#include "shardmesh/parallel/stage_work.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -40,11 +44,13 @@ inline constexpr collective_kind collective_kinds[] = {collective_kind::all_redu
 // One collective on groups of `group` ranks. Bytes are what one rank's
 // buffer holds: the whole vector of an all-reduce, the gathered result of
 // an all-gather, the input of a reduce-scatter, the send buffer of an
-// all-to-all, the message of a point-to-point transfer.
+// all-to-all, the message of a point-to-point transfer. between_nodes: the
+// group's ranks are on several nodes (a described cluster's slower links).
 struct collective_fit {
   collective_kind kind = collective_kind::all_reduce;
   std::size_t group = 2;
   link_cost cost;
+  bool between_nodes = false;
 };
 
 // A local product's measured rate: C[m, n] += A[m, k] B[k, n].
@@ -56,13 +62,21 @@ struct gemm_rate {
   }
 };
 
+// A kernel's measured time for n elements: alpha + beta n.
+struct kernel_fit {
+  kernel_kind kind = kernel_kind::add;
+  link_cost cost;
+};
+
 struct hardware_model {
   std::string machine;                      // where it was measured, or the description's name
   bool measured = true;                     // false: described, so its figures are predictions
   std::size_t ranks = 1;                    // the ranks the figures hold for (measured: the ranks it ran on)
   std::size_t cores = 1;                    // cores those ranks share (ranks > cores: oversubscribed)
   std::size_t memory_per_rank = 0;          // bytes, 0: not known
+  std::size_t ranks_per_node = 0;           // 0: every rank on one node
   std::vector<gemm_rate> gemm;              // each rank's rate with every rank computing at once
+  std::vector<kernel_fit> kernels;          // each rank's, likewise; a kind not here streams at:
   double elementwise_bytes_per_second = 0;  // bytes read and written per second by an elementwise kernel
   std::vector<collective_fit> collectives;
   // The share of the gradient buckets' reduction hidden behind the backward
@@ -70,27 +84,49 @@ struct hardware_model {
   // where MPI copies with the same cores that compute, little).
   double data_parallel_overlap = 0;
 
-  // Flops per second of a product of this many flops: the measured rate of
-  // the shape with the nearest flop count (on a log scale), else of the largest.
-  [[nodiscard]] double gemm_flops_per_second(double flops) const {
-    double best = 0, distance = std::numeric_limits<double>::infinity();
+  // Seconds of p's products: each at the measured rate of the nearest
+  // shape (distance in log m, log n, log k), which holds the per-call cost
+  // of shapes too small to keep the cores busy.
+  [[nodiscard]] double gemm_seconds(product_spec const& p) const {
+    if (p.count == 0 || p.m == 0 || p.n == 0 || p.k == 0) return 0;
+    auto const log_gap = [](std::size_t x, std::size_t y) {
+      double const d = std::log(static_cast<double>(std::max<std::size_t>(x, 1))) -
+                       std::log(static_cast<double>(std::max<std::size_t>(y, 1)));
+      return d * d;
+    };
+    double rate = 0, distance = std::numeric_limits<double>::infinity();
     for (gemm_rate const& g : gemm) {
-      double const d = std::abs(std::log(std::max(flops, 1.0)) - std::log(std::max(g.flops(), 1.0)));
-      if (d < distance) distance = d, best = g.flops_per_second;
+      double const d = log_gap(g.m, p.m) + log_gap(g.n, p.n) + log_gap(g.k, p.k);
+      if (d < distance) distance = d, rate = g.flops_per_second;
     }
-    return best;
+    return rate > 0 ? p.flops() / rate : 0;
   }
 
-  // Seconds of collective kind on groups of `group` ranks for `bytes`: the
-  // fit for that group, else for the nearest group measured (0 for a group of one).
-  [[nodiscard]] double collective_seconds(collective_kind kind, std::size_t group, double bytes) const {
+  // Seconds of a kernel's calls: its measured fit, else its streamed bytes
+  // at the elementwise bandwidth.
+  [[nodiscard]] double kernel_seconds(kernel_spec const& k, std::size_t element_bytes = 4) const {
+    for (kernel_fit const& f : kernels)
+      if (f.kind == k.kind) return static_cast<double>(k.calls) * f.cost.time(k.elements);
+    if (!(elementwise_bytes_per_second > 0)) return 0;
+    return static_cast<double>(k.calls) * k.elements * streamed_elements(k.kind) * static_cast<double>(element_bytes) /
+           elementwise_bytes_per_second;
+  }
+
+  // Seconds of collective kind on groups of `group` ranks `stride` apart
+  // (ranks numbered node by node) for `bytes`: the fit for that group size,
+  // on links between nodes where the group cannot fit in one, else for the
+  // nearest group size measured, links between nodes preferred alike (0 for
+  // a group of one).
+  [[nodiscard]] double collective_seconds(collective_kind kind, std::size_t group, double bytes,
+                                          std::size_t stride = 1) const {
     if (group <= 1 && kind != collective_kind::point_to_point) return 0;
+    bool const spans = ranks_per_node > 0 && group * stride > ranks_per_node;
     collective_fit const* best = nullptr;
-    for (collective_fit const& f : collectives) {
-      if (f.kind != kind) continue;
-      auto const gap = [&](collective_fit const& x) { return x.group > group ? x.group - group : group - x.group; };
-      if (best == nullptr || gap(f) < gap(*best)) best = &f;
-    }
+    auto const gap = [&](collective_fit const& x) {
+      return 2 * (x.group > group ? x.group - group : group - x.group) + (x.between_nodes == spans ? 0 : 1);
+    };
+    for (collective_fit const& f : collectives)
+      if (f.kind == kind && (best == nullptr || gap(f) < gap(*best))) best = &f;
     return best == nullptr ? 0 : best->cost.time(bytes);
   }
 };

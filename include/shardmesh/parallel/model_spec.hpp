@@ -2,29 +2,34 @@
 // What the small GPT is made of, declared once: for each of its stages
 // (0 the embedding, 1 to L the blocks, L+1 the final norm and head, L+2 the
 // loss; gpt.hpp numbers them alike) the parameters it holds (name, global
-// extents, and which of the transformer layouts places them) and the flops
-// of its forward and backward per sample. The model builds its parameters
-// from the same names, extents and layouts (a test checks each against the
-// constructed model on several meshes); the pipeline partition weighs
-// stages by these flops, and the training planner sizes memory and compute
-// from them rather than from formulas of its own.
+// extents, and which of the transformer layouts places them), the local
+// products and kernels a rank makes for it per micro-batch (stage_work.hpp:
+// shapes read off the same layouts), and the redistributions it plans. The
+// model builds its parameters from the same names, extents and layouts (a
+// test checks each against the constructed model on several meshes); the
+// pipeline partition weighs stages by their flops, and the training planner
+// sizes memory, compute and communication from them rather than from
+// formulas of its own.
 //
 // Flops count the products (2 per multiply-add): the projections, the
 // attention scores and weighted values over the whole sequence (causal
 // masking does not skip them), the MLP and the head; a backward product
 // costs twice its forward (the input gradient and the weight gradient).
-// Elementwise work (layer norms, softmax, GELU, residuals) is left out of
-// the flops: it is memory-bound, and its time is what the planner's
-// bandwidth terms are for.
+// Elementwise and row kernels (layer norms, softmax, GELU, residuals, the
+// loss, the embedding's lookup and scatter) are declared by kind and
+// element count: they are memory- or transcendental-bound, and their time
+// is what the planner's calibrated kernel rates are for.
 //
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/algebra/contraction.hpp"
 #include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/parallel/layer_partition.hpp"
 #include "shardmesh/parallel/layouts.hpp"
+#include "shardmesh/parallel/stage_work.hpp"
 
 #include <algorithm>
 #include <array>
@@ -57,65 +62,111 @@ struct parameter_spec {
 struct stage_spec {
   std::string name;  // "embedding", "h0", ..., "head", "loss"
   std::vector<parameter_spec> parameters;
-  double forward_flops = 0;   // per sample (one sequence), the whole stage unsharded
-  double backward_flops = 0;  // the same for its backward (input and weight gradients)
-  // Elements its elementwise kernels read and write per sample in the
-  // forward (the backward: about twice as many): those split among the tp
-  // ranks (heads, features, vocabulary), and those of the hidden size,
-  // whole on every tp rank unless sequence parallelism splits them too.
-  double elementwise_sharded = 0;
-  double elementwise_replicated = 0;
 };
+
+// Stage `stage` of a GPT of configuration c (0 to layers + 2).
+[[nodiscard]] inline stage_spec gpt_stage_spec(gpt_config const& c, std::size_t stage) {
+  using L = transformer_layouts;
+  if (stage == 0)
+    return {"embedding",
+            {{"wte", {c.vocabulary, c.hidden}, &L::vocabulary}, {"wpe", {c.sequence, c.hidden}, &L::matrix}}};
+  if (stage <= c.layers) {
+    std::string const h = "h" + std::to_string(stage - 1) + ".";
+    return {"h" + std::to_string(stage - 1),
+            {{h + "ln1_g", {c.hidden}, &L::vector},
+             {h + "ln1_b", {c.hidden}, &L::vector},
+             {h + "wq", {c.hidden, c.heads, c.head_size}, &L::heads_in},
+             {h + "wk", {c.hidden, c.heads, c.head_size}, &L::heads_in},
+             {h + "wv", {c.hidden, c.heads, c.head_size}, &L::heads_in},
+             {h + "wo", {c.heads, c.head_size, c.hidden}, &L::heads_out},
+             {h + "ln2_g", {c.hidden}, &L::vector},
+             {h + "ln2_b", {c.hidden}, &L::vector},
+             {h + "w1", {c.hidden, c.ffn}, &L::column},
+             {h + "w2", {c.ffn, c.hidden}, &L::row}}};
+  }
+  if (stage == c.layers + 1)
+    return {"head",
+            {{"lnf_g", {c.hidden}, &L::vector},
+             {"lnf_b", {c.hidden}, &L::vector},
+             {"whead", {c.hidden, c.vocabulary}, &L::column}}};
+  return {"loss", {}};
+}
 
 // Every stage of a GPT of configuration c, in forward order.
 [[nodiscard]] inline std::vector<stage_spec> gpt_stage_specs(gpt_config const& c) {
-  using L = transformer_layouts;
-  double const T = static_cast<double>(c.sequence), C = static_cast<double>(c.hidden);
-  double const HD = static_cast<double>(c.heads * c.head_size), F = static_cast<double>(c.ffn);
-  double const V = static_cast<double>(c.vocabulary);
   std::vector<stage_spec> stages;
-  // The embedding's forward is a lookup and an addition (no products); its
-  // backward scatters the gradient into the table.
-  // Per token: the lookup written and the positions added (4 C); a
-  // block's two layer norms (2 C each) and residual additions (3 C each),
-  // its softmax over the scores (2 H T) and GELU (2 F); the final layer
-  // norm; the loss's softmax over the vocabulary (3 V).
-  stages.push_back({"embedding",
-                    {{"wte", {c.vocabulary, c.hidden}, &L::vocabulary}, {"wpe", {c.sequence, c.hidden}, &L::matrix}},
-                    0,
-                    0,
-                    0,
-                    T * 4 * C});
-  double const block = T * (2 * (3 * C * HD + HD * C) + 2 * 2 * T * HD + 2 * 2 * C * F);
-  for (std::size_t l = 0; l < c.layers; ++l) {
-    std::string const h = "h" + std::to_string(l) + ".";
-    stages.push_back({"h" + std::to_string(l),
-                      {{h + "ln1_g", {c.hidden}, &L::vector},
-                       {h + "ln1_b", {c.hidden}, &L::vector},
-                       {h + "wq", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-                       {h + "wk", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-                       {h + "wv", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-                       {h + "wo", {c.heads, c.head_size, c.hidden}, &L::heads_out},
-                       {h + "ln2_g", {c.hidden}, &L::vector},
-                       {h + "ln2_b", {c.hidden}, &L::vector},
-                       {h + "w1", {c.hidden, c.ffn}, &L::column},
-                       {h + "w2", {c.ffn, c.hidden}, &L::row}},
-                      block,
-                      2 * block,
-                      T * (2 * static_cast<double>(c.heads) * T + 2 * F),
-                      T * 10 * C});
-  }
-  double const head = T * 2 * C * V;
-  stages.push_back({"head",
-                    {{"lnf_g", {c.hidden}, &L::vector},
-                     {"lnf_b", {c.hidden}, &L::vector},
-                     {"whead", {c.hidden, c.vocabulary}, &L::column}},
-                    head,
-                    2 * head,
-                    0,
-                    T * 2 * C});
-  stages.push_back({"loss", {}, 0, 0, T * 3 * V, 0});
+  for (std::size_t s = 0; s < c.layers + 3; ++s) stages.push_back(gpt_stage_spec(c, s));
   return stages;
+}
+
+// What the stage mesh's rank 0 (the largest shards: blocks split with the
+// remainder first) computes for stage `stage` of the GPT on a micro-batch of
+// `samples` sequences over every replica: the layers' products and kernels,
+// shapes read off the transformer layouts (gpt.hpp, attention.hpp, mlp.hpp,
+// embedding.hpp make them in this order).
+[[nodiscard]] inline stage_work gpt_stage_work(gpt_config const& c, mesh_shape const& mesh, std::size_t stage,
+                                               std::size_t samples) {
+  transformer_layouts const L(mesh, c.sequence_parallel);
+  auto const local = [&](layout const& l, tensor_index const& global) {
+    return local_extents(mesh, bind(mesh, l), global, 0);
+  };
+  tensor_index const rows = local(L.activation, {samples, c.sequence, c.hidden});  // between blocks
+  tensor_index const whole = local(L.whole_rows, {samples, c.sequence, c.hidden});
+  double const hidden = static_cast<double>(rows[0] * rows[1] * c.hidden);
+  std::size_t const b = whole[0], t = whole[0] * whole[1];  // local samples, and their tokens
+  std::size_t const heads = local(L.heads_in, {c.hidden, c.heads, c.head_size})[1];
+  std::size_t const ffn = local(L.column, {c.hidden, c.ffn})[1];
+  std::size_t const vocabulary = local(L.features, {samples, c.sequence, c.vocabulary})[2];
+  stage_spec const spec = gpt_stage_spec(c, stage);
+  // Each weight gradient is added into the parameter's accumulated one.
+  std::vector<kernel_spec> accumulate;
+  for (parameter_spec const& p : spec.parameters) {
+    tensor_index global{};
+    for (std::size_t d = 0; d < p.extents.size(); ++d) global[d] = p.extents[d];
+    accumulate.push_back(
+        {kernel_kind::add, static_cast<double>(local_size(mesh, bind(mesh, L.*p.placement), global, 0))});
+  }
+  double const scores = static_cast<double>(b * heads * c.sequence * c.sequence);
+  double const tokens = static_cast<double>(t);
+  using K = kernel_kind;
+  stage_work w;
+  if (stage == 0) {  // the lookup of the vocabulary shard and the positions added; dW: a scatter into the table
+    w.forward = {{K::embedding_forward, tokens * static_cast<double>(c.hidden)}, {K::add, hidden}};
+    w.weight = {{K::fill, static_cast<double>(local(L.vocabulary, {c.vocabulary, c.hidden})[0] * c.hidden)},
+                {K::embedding_backward, tokens * static_cast<double>(c.hidden)},
+                {K::add, hidden}};  // the positions' gradient summed over the batch
+  } else if (stage <= c.layers) {
+    std::size_t const hd = heads * c.head_size;
+    w.products = {{3, t, hd, c.hidden, true},                               // q, k, v
+                  {b * heads, c.sequence, c.sequence, c.head_size, false},  // scores
+                  {b * heads, c.sequence, c.head_size, c.sequence, false},  // weighted values
+                  {1, t, c.hidden, hd, true},                               // o
+                  {1, t, ffn, c.hidden, true},                              // w1
+                  {1, t, c.hidden, ffn, true}};                             // w2
+    w.forward = {{K::layer_norm_forward, hidden, 2},
+                 {K::softmax_forward, scores},
+                 {K::gelu_forward, tokens * static_cast<double>(ffn)},
+                 {K::add, hidden, 2}};               // the residuals
+    w.input = {{K::layer_norm_backward, hidden, 2},  // residual gradients added inside
+               {K::softmax_backward, scores},
+               {K::gelu_backward, tokens * static_cast<double>(ffn)}};
+  } else if (stage == c.layers + 1) {
+    w.products = {{1, t, vocabulary, c.hidden, true}};
+    w.forward = {{K::layer_norm_forward, hidden}};
+    w.input = {{K::layer_norm_backward, hidden}};
+  } else {
+    w.forward = {{K::cross_entropy_forward, tokens * static_cast<double>(vocabulary)}};
+    w.input = {{K::cross_entropy_backward, tokens * static_cast<double>(vocabulary)}};
+  }
+  w.weight.insert(w.weight.end(), accumulate.begin(), accumulate.end());
+  return w;
+}
+
+// Forward flops of a stage's work (its backward's are twice as many).
+[[nodiscard]] inline double forward_flops(stage_work const& w) {
+  double f = 0;
+  for (product_spec const& p : w.products) f += p.flops();
+  return f;
 }
 
 // A redistribution a stage makes per micro-batch, in its forward or its
@@ -221,10 +272,11 @@ struct parameter_shape {
 // Forward flops per token of a block, the embedding and the head: what a
 // balanced pipeline partition weighs (partition_layers).
 [[nodiscard]] inline layer_costs gpt_layer_costs(gpt_config const& c) {
-  std::vector<stage_spec> const stages = gpt_stage_specs(c);
-  double const tokens = static_cast<double>(std::max<std::size_t>(c.sequence, 1));
-  double const block = c.layers > 0 ? stages[1].forward_flops / tokens : 0;
-  return {block, stages.front().forward_flops / tokens, stages[c.layers + 1].forward_flops / tokens};
+  mesh_shape const one{{"tp", 1}};
+  auto const per_token = [&](std::size_t stage) {
+    return forward_flops(gpt_stage_work(c, one, stage, 1)) / static_cast<double>(std::max<std::size_t>(c.sequence, 1));
+  };
+  return {c.layers > 0 ? per_token(1) : 0, per_token(0), per_token(c.layers + 1)};
 }
 
 }  // namespace shardmesh::parallel

@@ -228,10 +228,13 @@ class schedule_walk {
 
 }  // namespace detail
 
-[[nodiscard]] constexpr pipeline_simulation simulate(pipeline_schedule const& s, action_costs const& costs = {}) {
+// The event simulation alone, of a schedule that simulate() found valid:
+// for one schedule timed under many costs (the training planner's search),
+// whose check need not run again. Deadlocks and the held bound are still caught.
+[[nodiscard]] constexpr pipeline_simulation simulate_checked(pipeline_schedule const& s,
+                                                             action_costs const& costs = {}) {
   pipeline_simulation r;
   detail::schedule_walk const walk(s);
-  if (r.error = walk.error(); !r.ok()) return r;
   std::size_t const p = s.stages;
   r.busy.assign(p, 0);
   r.peak_held.assign(p, 0);
@@ -288,6 +291,15 @@ class schedule_walk {
   }
   r.makespan = *std::max_element(clock.begin(), clock.end());
   return r;
+}
+
+[[nodiscard]] constexpr pipeline_simulation simulate(pipeline_schedule const& s, action_costs const& costs = {}) {
+  if (fixed_text const e = detail::schedule_walk(s).error(); !e.empty()) {
+    pipeline_simulation r;
+    r.error = e;
+    return r;
+  }
+  return simulate_checked(s, costs);
 }
 
 // Compile time: a schedule (made by Make(), a constexpr callable) that is

@@ -5,11 +5,12 @@
 // (hardware_model.hpp). For each pipeline stage (the slowest rank of it,
 // which holds the embedding or the head where it has them):
 //
-//   F, B   per micro-batch and chunk: the products' flops at the measured
-//          GEMM rate, the elementwise kernels' bytes at the measured
-//          bandwidth, the tensor-parallel collectives at their alpha + beta
-//          x bytes, and with ZeRO-3 the all-gather of the chunk's
-//          parameters before each (B's GEMM work is I's and W's, half each)
+//   F, I, W  per micro-batch and chunk: the stage's products
+//          (stage_work.hpp: F's declared, I's and W's derived) each at the
+//          calibrated rate of its shape, its kernels at their calibrated
+//          alpha + beta x elements, the tensor-parallel collectives at
+//          theirs per bytes, and with ZeRO-3 the all-gather of the chunk's
+//          parameters before F and before I
 //   bubble the schedule simulated with those costs and the activation's
 //          point-to-point transfer (pipeline_simulation.hpp): its makespan
 //          holds the computing, the tensor-parallel communication and the waiting
@@ -24,6 +25,7 @@
 //
 // Pure; no Kokkos or MPI.
 
+#include "shardmesh/errors.hpp"
 #include "shardmesh/parallel/communication_model.hpp"
 #include "shardmesh/parallel/hardware_model.hpp"
 #include "shardmesh/parallel/memory_model.hpp"
@@ -74,11 +76,12 @@ class time_model {
       for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
         for (std::size_t st : chunk) {
           action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
-          cost[0] += a.forward;
-          cost[1] += a.input;
+          double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
+          cost[0] += a.forward + gather / 2;
+          cost[1] += a.input + gather / 2;
           cost[2] += a.weight;
           tp_here += a.tensor_parallel;
-          gather_here += a.gather;
+          gather_here += gather;
         }
       for (double& x : cost) x /= static_cast<double>(plan.virtual_stages);
       per_stage[s] = cost;
@@ -88,17 +91,19 @@ class time_model {
       double const gradient_bytes = static_cast<double>(m.gradients);
       auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
       bool const scatter = plan.zero >= zero_stage::gradients;
-      double const r = plan.dp > 1 ? buckets * hardware_.collective_seconds(scatter ? collective_kind::reduce_scatter
-                                                                                    : collective_kind::all_reduce,
-                                                                            plan.dp, gradient_bytes / buckets)
-                                   : 0;
-      double const g = plan.dp > 1 && (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
-                           ? hardware_.collective_seconds(collective_kind::all_gather, plan.dp, gradient_bytes)
+      double const r = plan.dp > 1
+                           ? buckets * hardware_.collective_seconds(
+                                           scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
+                                           plan.dp, gradient_bytes / buckets, dp_stride(plan))
                            : 0;
-      // AdamW reads value, gradient and both moments and writes value and moments: 7 passes per element.
-      double const u = static_cast<double>(m.optimizer_state) /
-                       static_cast<double>(std::max<std::size_t>(state_tensors, 1)) *
-                       (2 * static_cast<double>(state_tensors) + 3) / hardware_.elementwise_bytes_per_second;
+      double const g =
+          plan.dp > 1 && (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+              ? hardware_.collective_seconds(collective_kind::all_gather, plan.dp, gradient_bytes, dp_stride(plan))
+              : 0;
+      double const u = hardware_.kernel_seconds(
+          {kernel_kind::adamw, static_cast<double>(m.optimizer_state) /
+                                   static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes)},
+          element_bytes);
       if (r + g + u > reduction + update_gather + update) reduction = r, update_gather = g, update = u;
       tp_per_micro = std::max(tp_per_micro, tp_here);
       gather_per_micro = std::max(gather_per_micro, gather_here);
@@ -107,9 +112,8 @@ class time_model {
                                     (c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
     action_costs costs{
         per_stage,
-        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes) : 0};
-    pipeline_simulation const sim =
-        simulate(make_schedule(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages), costs);
+        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0};
+    pipeline_simulation const sim = simulate_checked(cached_schedule(plan), costs);
     double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
     t.compute = busiest;
     t.bubble = sim.makespan - busiest;
@@ -127,18 +131,29 @@ class time_model {
   struct action_cost {
     double forward = 0, input = 0, weight = 0;  // seconds of F, of B's input half, of B's weight half
     double tensor_parallel = 0;                 // of them: collectives on tp
-    double gather = 0;                          // of them: ZeRO-3's all-gathers
   };
+
+  // The plan's schedule, made and checked once: a search times each under many costs.
+  [[nodiscard]] pipeline_schedule const& cached_schedule(training_plan const& plan) const {
+    auto const key = std::tuple(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages);
+    auto it = schedules_.find(key);
+    if (it == schedules_.end()) {
+      pipeline_schedule s = make_schedule(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages);
+      if (fixed_text const e = simulate(s).error; !e.empty()) throw error("time_model: " + std::string(e.view()));
+      it = schedules_.emplace(key, std::move(s)).first;
+    }
+    return it->second;
+  }
 
   // stage_cost, made once per what it depends on: a search asks for the
   // same stage on the same stage mesh for every pipeline depth, schedule and
-  // micro-batch count, and every block is the same layer (gpt_stage_specs),
+  // micro-batch count and ZeRO stage, and every block is the same layer,
   // so block 0 stands for them all. Not safe to share between threads.
   [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
                                                      std::size_t samples, std::size_t element_bytes) const {
     std::size_t const layers = model_->config().layers;
     std::size_t const representative = st >= 1 && st <= layers ? 1 : st;
-    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, plan.zero, representative, element_bytes);
+    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, representative, element_bytes);
     auto it = stage_costs_.find(key);
     if (it == stage_costs_.end())
       it = stage_costs_.emplace(key, stage_cost(plan, mesh, representative, samples, element_bytes)).first;
@@ -149,44 +164,50 @@ class time_model {
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
                                        std::size_t samples, std::size_t element_bytes) const {
     gpt_config const& c = model_->config();
-    stage_spec const& spec = model_->stages()[st];
-    auto const per_rank = static_cast<double>(plan.micro_batch) / static_cast<double>(plan.tp);
-    double const tokens = static_cast<double>(plan.micro_batch * c.sequence);
-    // The rate of this stage's typical product: the micro-batch's tokens by the hidden size, split by tp.
-    double const typical =
-        2 * tokens * static_cast<double>(c.hidden) * static_cast<double>(c.hidden) / static_cast<double>(plan.tp);
-    double const rate = hardware_.gemm_flops_per_second(typical);
-    double const split = c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0;
-    double const elementwise =
-        static_cast<double>(element_bytes) * static_cast<double>(plan.micro_batch) *
-        (spec.elementwise_sharded / static_cast<double>(plan.tp) + spec.elementwise_replicated / split) /
-        hardware_.elementwise_bytes_per_second;
+    stage_work const work = gpt_stage_work(c, mesh, st, samples);
     action_cost a;
-    double const forward_gemm = rate > 0 ? spec.forward_flops * per_rank / rate : 0;
-    double const backward_gemm = rate > 0 ? spec.backward_flops * per_rank / rate : 0;
+    for (product_spec const& p : work.products) {
+      a.forward += hardware_.gemm_seconds(p);
+      a.input += hardware_.gemm_seconds(input_gradient(p));
+      (p.weight ? a.weight : a.input) += hardware_.gemm_seconds(operand_gradient(p));
+    }
+    auto const kernels = [&](std::vector<kernel_spec> const& ks) {
+      double seconds = 0;
+      for (kernel_spec const& k : ks) seconds += hardware_.kernel_seconds(k, element_bytes);
+      return seconds;
+    };
+    a.forward += kernels(work.forward);
+    a.input += kernels(work.input);
+    a.weight += kernels(work.weight);
     std::vector<transition_spec> const transitions = gpt_stage_transitions(c, mesh, st, samples);
     auto const collectives = [&](bool in_backward) {
       double seconds = 0;
       for (auto const& [kind, traffic] : transition_traffic(mesh, transitions, in_backward, 0, element_bytes))
-        seconds +=
-            static_cast<double>(traffic.calls) *
-            hardware_.collective_seconds(kind_of(kind), traffic.group,
-                                         static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls));
+        seconds += static_cast<double>(traffic.calls) *
+                   hardware_.collective_seconds(
+                       kind_of(kind), traffic.group,
+                       static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls),
+                       traffic.group == plan.tp ? 1 : dp_stride(plan));  // on tp, else the loss's sum on dp
       return seconds;
     };
     double const tp_forward = collectives(false), tp_backward = collectives(true);
     a.tensor_parallel = tp_forward + tp_backward;
-    if (plan.zero == zero_stage::parameters && plan.dp > 1) {
-      double bytes = 0;
-      for (parameter_spec const& p : spec.parameters)
-        bytes += static_cast<double>(p.elements()) * static_cast<double>(element_bytes) / static_cast<double>(plan.tp);
-      a.gather = 2 * hardware_.collective_seconds(collective_kind::all_gather, plan.dp, bytes);
-    }
-    a.forward = forward_gemm + elementwise + tp_forward + a.gather / 2;
-    a.input = backward_gemm / 2 + 2 * elementwise + tp_backward + a.gather / 2;
-    a.weight = backward_gemm / 2;
+    a.forward += tp_forward;
+    a.input += tp_backward;
     return a;
   }
+
+  // ZeRO-3's all-gathers of stage st's parameters, before its F and before its I: seconds of both.
+  [[nodiscard]] double parameter_gather(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
+    if (plan.zero != zero_stage::parameters || plan.dp <= 1) return 0;
+    double bytes = 0;
+    for (parameter_spec const& p : model_->stages()[st].parameters)
+      bytes += static_cast<double>(p.elements()) * static_cast<double>(element_bytes) / static_cast<double>(plan.tp);
+    return 2 * hardware_.collective_seconds(collective_kind::all_gather, plan.dp, bytes, dp_stride(plan));
+  }
+
+  // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.
+  [[nodiscard]] static std::size_t dp_stride(training_plan const& plan) { return plan.pp * plan.tp; }
 
   [[nodiscard]] static collective_kind kind_of(std::string const& step) {
     for (collective_kind k : collective_kinds)
@@ -196,8 +217,9 @@ class time_model {
 
   gpt_memory_model const* model_;
   hardware_model hardware_;
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, zero_stage, std::size_t, std::size_t>, action_cost>
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>, action_cost>
       stage_costs_;
+  mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;
 };
 
 }  // namespace shardmesh::parallel

@@ -1,0 +1,114 @@
+"""Checks of the training planner's commands, run as a user runs them.
+
+    python3 planner_test.py calibrate DIR MPIEXEC... CALIBRATE [POSTFLAGS...]
+    python3 planner_test.py described PLAN_TRAINING MODELS_DIR HARDWARE_DIR
+    python3 planner_test.py memory PLAN_TRAINING MODEL HARDWARE DIR MPIEXEC... TRAIN_GPT [POSTFLAGS...]
+
+calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
+hardware file with every figure the planner reads. described: the 8-GPU node
+and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
+predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
+runs a spread of plans (every ZeRO stage, tp, pp, an uneven batch) and its
+peak parameters, gradients and optimizer state per rank equal the planner's
+prediction, byte for byte.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+STATE = ("parameters", "gradients", "optimizer_state")
+KERNELS = {"add", "fill", "gelu_forward", "gelu_backward", "softmax_forward", "softmax_backward",
+           "layer_norm_forward", "layer_norm_backward", "cross_entropy_forward", "cross_entropy_backward",
+           "embedding_forward", "embedding_backward", "adamw"}
+
+
+def run(command, timeout=240):
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)}: exit {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def check(condition, what):
+    if not condition:
+        sys.exit(f"FAILED: {what}")
+
+
+def calibrate(out_dir, command):
+    path = os.path.join(out_dir, "planner-test-hardware.json")
+    run([*command, "--quick", "--out", path])
+    with open(path) as f:
+        h = json.load(f)
+    check(h["measured"] is True and h["ranks"] == 2, "measured on the 2 ranks it ran on")
+    check(len(h["gemm"]) >= 100 and all(g["flops_per_second"] > 0 for g in h["gemm"]), "GEMM rates by shape")
+    check({k["kind"] for k in h["kernels"]} == KERNELS, "every kernel the model declares")
+    check(all(k["alpha_seconds"] >= 0 and k["beta_seconds_per_element"] > 0 for k in h["kernels"]),
+          "kernel fits: alpha >= 0, beta > 0")
+    kinds = {(c["kind"], c["group"]) for c in h["collectives"]}
+    check(kinds == {(k, 2) for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "point_to_point")},
+          "every collective on groups of 2")
+    check(h["elementwise_bytes_per_second"] > 0 and h["memory_per_rank"] > 0, "bandwidth and memory")
+
+
+def described(plan_training, models, hardware):
+    for hardware_file, ranks in (("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)):
+        start = time.monotonic()
+        out = run([plan_training, "--model", os.path.join(models, "gpt-350m.json"), "--global-batch", "512",
+                   "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file), "--top", "5"])
+        seconds = time.monotonic() - start
+        check("PREDICTION" in out and "described, not measured" in out, f"{hardware_file}: labelled a prediction")
+        check(seconds < 30, f"{hardware_file}: {ranks} ranks planned in {seconds:.1f} s")
+        doc = json.loads(run([plan_training, "--model", os.path.join(models, "gpt-350m.json"), "--global-batch",
+                              "512", "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file),
+                              "--json"]))
+        feasible = [p for p in doc["plans"] if "seconds" in p]
+        check(doc["prediction_only"] and feasible, f"{hardware_file}: plans, as predictions")
+        check(all(p["dp"] * p["tp"] * p["pp"] == ranks for p in doc["plans"]), f"{hardware_file}: every plan fills the ranks")
+        steps = [p["seconds"]["step"] for p in feasible]
+        check(steps == sorted(steps), f"{hardware_file}: fastest first")
+
+
+def memory(plan_training, model, hardware, out_dir, command):
+    with open(model) as f:
+        m = json.load(f)
+    doc = json.loads(run([plan_training, "--model", model, "--global-batch", "8", "--ranks", "2", "--hardware",
+                          hardware, "--memory", "0", "--json"]))
+    plans = {(p["dp"], p["tp"], p["pp"], p["zero"], p["micro_batch"], p["micro_batches"], p["schedule"]): p
+             for p in doc["plans"]}
+    spread = [(2, 1, 1, z, 2, 2, "1f1b") for z in range(4)] + [(1, 2, 1, 0, 4, 2, "1f1b"), (1, 1, 2, 0, 2, 4, "zb-h1")]
+    for key in spread:
+        check(key in plans, f"the planner lists {key}")
+        p = plans[key]
+        report = os.path.join(out_dir, "planner-test-run.json")
+        args = ["--dp", p["dp"], "--tp", p["tp"], "--pp", p["pp"], "--zero", p["zero"], "--micro-batch",
+                p["micro_batch"], "--accumulation", p["micro_batches"], "--global-batch", 8, "--steps", 2,
+                "--bucket-kib", 25 * 1024, "--quiet", "--report", report]
+        if p["pp"] > 1:
+            args += ["--schedule", p["schedule"]]
+        for key_ in ("vocabulary", "sequence", "hidden", "heads", "head_size", "ffn", "layers"):
+            args += ["--" + key_.replace("_", "-"), m[key_]]
+        run([*command, *map(str, args)])
+        with open(report) as f:
+            measured = json.load(f)
+        check(len(measured["step_seconds"]) == 2 and all(s > 0 for s in measured["step_seconds"]), "step times")
+        for c in STATE:
+            check(p["memory"][c] == measured["peak_bytes"][c],
+                  f"{key} {c}: predicted {p['memory'][c]} B, the ledger's peak {measured['peak_bytes'][c]} B")
+
+
+def main():
+    what = sys.argv[1]
+    if what == "calibrate":
+        calibrate(sys.argv[2], sys.argv[3:])
+    elif what == "described":
+        described(*sys.argv[2:5])
+    elif what == "memory":
+        memory(*sys.argv[2:6], sys.argv[6:])
+    else:
+        sys.exit(f"unknown check {what}")
+
+
+if __name__ == "__main__":
+    main()
