@@ -41,10 +41,11 @@ bool valid(training_problem const& problem, training_plan const& p) {
          p.virtual_stages <= problem.max_virtual_stages;
 }
 
-// A machine with every rate given: 1e10 flop/s, 1e10 B/s elementwise, and
+// A machine of 64 cores with every rate given: 1e10 flop/s, 1e10 B/s elementwise, and
 // every collective alpha + beta x bytes with the given costs.
 hardware_model machine(double alpha, double beta) {
   hardware_model h;
+  h.cores = 64;  // a core per rank
   h.gemm = {{1, 1, 1, 1e10}};
   h.elementwise_bytes_per_second = 1e10;
   for (collective_kind k : collective_kinds)
@@ -207,13 +208,21 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3) - 2e-6) < 1e-15);
   CHECK(h.collective_seconds(collective_kind::all_reduce, 7, 0) == 4e-6);  // the nearest group measured
   CHECK(h.collective_seconds(collective_kind::all_gather, 2, 1e3) == 0);   // none measured
+  // Ranks share a node's cores: 2 cores, one node; then nodes of 8 devices, a rank each.
+  h.cores = 2;
+  CHECK(h.compute_sharing(1) == 1);
+  CHECK(h.compute_sharing(2) == 1);
+  CHECK(h.compute_sharing(8) == 4);
+  h.cores = 8;
+  h.ranks_per_node = 8;
+  CHECK(h.compute_sharing(512) == 1);
   // A cluster of nodes of 4 ranks: a group that cannot fit in a node is priced on the links between nodes.
   h.ranks_per_node = 4;
   h.collectives.push_back({collective_kind::all_reduce, 2, {1e-5, 1e-8}, true});
-  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 1) - 2e-6) < 1e-15);   // neighbours
-  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 2) - 2e-6) < 1e-15);   // 0 and 2: one node
-  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 4) - 2e-5) < 1e-15);   // two nodes
-  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 8, 0, 1) - 4e-6) < 1e-15);  // only within measured
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 1) - 2e-6) < 1e-15);  // neighbours
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 2) - 2e-6) < 1e-15);  // 0 and 2: one node
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 4) - 2e-5) < 1e-15);  // two nodes
+  CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 8, 0, 1) - 4e-6) < 1e-15);    // only within measured
 }
 
 TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backward twice the forward",
@@ -275,6 +284,12 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   training_plan const dp2{.dp = 2, .micro_batch = 4};
   CHECK(free_links.predict(dp2).compute == Catch::Approx(free_links.predict({.micro_batch = 4}).compute));
   CHECK(free_links.predict(dp2).compute < t.compute);
+  // Ranks sharing cores compute that many times slower: 2 ranks on 1 core take twice as long.
+  hardware_model one_core = machine(0, 0);
+  one_core.cores = 1;
+  time_model const shared(model, one_core);
+  CHECK(shared.predict(dp2).compute == Catch::Approx(2 * free_links.predict(dp2).compute));
+  CHECK(shared.predict(dp2).optimizer == Catch::Approx(2 * free_links.predict(dp2).optimizer));
   step_time const all_reduce = slow_links.predict(dp2);
   step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
   CHECK(all_reduce.data_parallel > 0);

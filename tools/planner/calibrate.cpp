@@ -7,8 +7,11 @@
 //
 //   mpirun -n 2 shardmesh-calibrate --quick --out hardware-2.json
 //
-// The figures hold for this rank count: ranks sharing cores compute and
-// communicate more slowly, so calibrate at the rank count you plan for.
+// Products and kernels are measured with at most one rank per core
+// computing, so they are a core's figures, and the planner shares a node's
+// cores among the ranks it puts there. Collectives are measured with every
+// rank taking part: ranks sharing cores communicate more slowly, so
+// calibrate at the rank count you plan for.
 // Every figure is measured in 3 passes (quick: 2), one after the other, and
 // the fastest kept: on a machine shared with others, the speed it has when
 // they leave it alone.
@@ -74,7 +77,9 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   MPI_Comm shared = MPI_COMM_NULL;
   MPI_Comm_split_type(world.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
   int ranks_here = 1;
+  int local_rank = 0;
   MPI_Comm_size(shared, &ranks_here);
+  MPI_Comm_rank(shared, &local_rank);
   MPI_Comm_free(&shared);
 
   auto const say = [&](std::string const& what) {
@@ -86,6 +91,9 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   h.measured = true;
   h.ranks = static_cast<std::size_t>(world.size());
   h.cores = std::max(1U, std::thread::hardware_concurrency());
+  h.ranks_per_node = ranks_here < world.size() ? static_cast<std::size_t>(ranks_here) : 0;  // 0: one node
+  // One rank per core computes (the others wait): the figures are a core's.
+  bool const computes = static_cast<std::size_t>(local_rank) < h.cores;
   h.memory_per_rank = memory_per_rank(static_cast<std::size_t>(ranks_here));
   std::size_t const passes = quick ? 2 : 3;
   std::vector<planner_tool::kernel_series> kernels;
@@ -93,12 +101,12 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   for (std::size_t pass = 0; pass < passes; ++pass) {
     std::string const of = " (pass " + std::to_string(pass + 1) + " of " + std::to_string(passes) + ")";
     say("GEMM rates of " + std::to_string(sizes.gemm_shapes.size()) + " shapes" + of);
-    auto const gemm = planner_tool::measure_gemm(world, sizes);
+    auto const gemm = planner_tool::measure_gemm(world, sizes, computes);
     say("elementwise bandwidth, and " + std::to_string(std::size(shardmesh::parallel::kernel_kinds)) +
         " of the library's kernels" + of);
     h.elementwise_bytes_per_second =
-        std::max(h.elementwise_bytes_per_second, planner_tool::measure_elementwise(world, sizes));
-    auto const k = planner_tool::measure_kernels(world, sizes);
+        std::max(h.elementwise_bytes_per_second, planner_tool::measure_elementwise(world, sizes, computes));
+    auto const k = planner_tool::measure_kernels(world, sizes, computes);
     say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks" + of);
     auto const c = planner_tool::measure_collectives(world, sizes);
     if (pass == 0) {

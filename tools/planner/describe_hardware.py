@@ -77,7 +77,7 @@ def machine(nodes, per_node):
                    "NVLink 600 GB/s" + (", HDR InfiniBand 200 Gb/s per device" if nodes > 1 else "") + ")",
         "measured": False,
         "ranks": ranks,
-        "cores": ranks,
+        "cores": per_node,  # devices per node: one rank each
         "memory_per_rank": DEVICE["memory"],
         "ranks_per_node": per_node,
         "elementwise_bytes_per_second": DEVICE["bandwidth"],

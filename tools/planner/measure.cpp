@@ -89,7 +89,7 @@ calibration_sizes sizes_for(bool quick) {
   return s;
 }
 
-std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes const& s) {
+std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes const& s, bool computes) {
   std::vector<gemm_rate> out;
   for (gemm_rate shape : s.gemm_shapes) {
     view const a = filled("a", shape.m * shape.k), b = filled("b", shape.k * shape.n),
@@ -101,6 +101,7 @@ std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes
     // Enough products per run that a run takes about a millisecond at 10 GFLOP/s.
     std::size_t const calls = std::max<std::size_t>(1, static_cast<std::size_t>(1e7 / shape.flops()));
     double const t = slowest_median(world, s.repetitions, [&] {
+      if (!computes) return;
       for (std::size_t i = 0; i < calls; ++i)
         ops::local_gemm(exec{}, g, 1.0F, a.data(), sa, b.data(), sb, 0.0F, c.data(), sc);
       exec{}.fence();
@@ -111,10 +112,11 @@ std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes
   return out;
 }
 
-double measure_elementwise(communicator const& world, calibration_sizes const& s) {
+double measure_elementwise(communicator const& world, calibration_sizes const& s, bool computes) {
   std::size_t const n = s.elementwise_bytes / sizeof(float);
   view const x = filled("x", n), y = filled("y", n);
   double const t = slowest_median(world, s.repetitions, [&] {
+    if (!computes) return;
     Kokkos::parallel_for(
         "shardmesh::calibrate::axpy", Kokkos::RangePolicy<exec>(0, n),
         KOKKOS_LAMBDA(std::size_t i) { y(i) += 0.5F * x(i); });
@@ -128,7 +130,7 @@ void keep_faster(std::vector<gemm_rate>& best, std::vector<gemm_rate> const& pas
     best[i].flops_per_second = std::max(best[i].flops_per_second, pass[i].flops_per_second);
 }
 
-std::vector<kernel_series> measure_kernels(communicator const& world, calibration_sizes const& s) {
+std::vector<kernel_series> measure_kernels(communicator const& world, calibration_sizes const& s, bool computes) {
   std::size_t const width = 128;  // a row: hidden features, or a sequence of scores
   std::vector<kernel_series> out;
   for (kernel_kind kind : parallel::kernel_kinds) {
@@ -146,6 +148,7 @@ std::vector<kernel_series> measure_kernels(communicator const& world, calibratio
       Kokkos::View<int*, Kokkos::HostSpace> const ids("ids", rows);
       matrix const table("table", width, width);  // a vocabulary of `width` rows of `width` features
       double const t = slowest_median(world, s.repetitions, [&] {
+        if (!computes) return;
         switch (kind) {
           case kernel_kind::add: ops::local::add(exec{}, flat_x, flat_dy, flat_y); break;
           case kernel_kind::fill: ops::local::fill(exec{}, flat_y, 0.0F); break;

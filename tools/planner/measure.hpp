@@ -26,19 +26,24 @@ struct calibration_sizes {
 // quick: under a minute on 2 cores; else a wider sweep.
 [[nodiscard]] calibration_sizes sizes_for(bool quick);
 
-// Each rank's rate of each shape, every rank computing at once (float, the host BLAS through local_gemm).
+// The compute measurements below run on the ranks whose `computes` is
+// true, all at once, the others waiting: at most one rank per core, so that
+// each figure is a core's (the planner divides the cores among the ranks).
+
+// A rank's rate of each shape (float, the host BLAS through local_gemm).
 [[nodiscard]] std::vector<shardmesh::parallel::gemm_rate> measure_gemm(shardmesh::communicator const& world,
-                                                                       calibration_sizes const& s);
-// Bytes read and written per second by an elementwise kernel (y = a x + y), every rank at once.
-[[nodiscard]] double measure_elementwise(shardmesh::communicator const& world, calibration_sizes const& s);
+                                                                       calibration_sizes const& s, bool computes);
+// Bytes read and written per second by an elementwise kernel (y = a x + y).
+[[nodiscard]] double measure_elementwise(shardmesh::communicator const& world, calibration_sizes const& s,
+                                         bool computes);
 // Seconds of each of the library's kernels the planner prices (float,
-// rows of 128 elements) at each of s.kernel_elements, every rank at once.
+// rows of 128 elements) at each of s.kernel_elements.
 struct kernel_series {
   shardmesh::parallel::kernel_kind kind;
   std::vector<double> elements, seconds;
 };
 [[nodiscard]] std::vector<kernel_series> measure_kernels(shardmesh::communicator const& world,
-                                                         calibration_sizes const& s);
+                                                         calibration_sizes const& s, bool computes);
 // Seconds of every collective on groups of 2, 4, ... ranks (every group of
 // the world at once), and of a one-way point-to-point transfer, at each of
 // s.message_bytes.

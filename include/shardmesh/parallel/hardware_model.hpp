@@ -72,17 +72,24 @@ struct hardware_model {
   std::string machine;                      // where it was measured, or the description's name
   bool measured = true;                     // false: described, so its figures are predictions
   std::size_t ranks = 1;                    // the ranks the figures hold for (measured: the ranks it ran on)
-  std::size_t cores = 1;                    // cores those ranks share (ranks > cores: oversubscribed)
+  std::size_t cores = 1;                    // compute units of a node: cores, or devices
   std::size_t memory_per_rank = 0;          // bytes, 0: not known
   std::size_t ranks_per_node = 0;           // 0: every rank on one node
-  std::vector<gemm_rate> gemm;              // each rank's rate with every rank computing at once
-  std::vector<kernel_fit> kernels;          // each rank's, likewise; a kind not here streams at:
+  std::vector<gemm_rate> gemm;              // one core's (device's) rate, every core computing at once
+  std::vector<kernel_fit> kernels;          // one core's, likewise; a kind not here streams at:
   double elementwise_bytes_per_second = 0;  // bytes read and written per second by an elementwise kernel
   std::vector<collective_fit> collectives;
   // The share of the gradient buckets' reduction hidden behind the backward
   // (bench_data_parallel's "exposed communication" is 1 minus it: here,
   // where MPI copies with the same cores that compute, little).
   double data_parallel_overlap = 0;
+
+  // How many times slower a rank computes when `ranks` ranks run (over the
+  // nodes, ranks_per_node to a node): the share of a node's cores it gets.
+  [[nodiscard]] double compute_sharing(std::size_t ranks_planned) const {
+    std::size_t const on_node = ranks_per_node > 0 ? std::min(ranks_planned, ranks_per_node) : ranks_planned;
+    return std::max(1.0, static_cast<double>(on_node) / static_cast<double>(std::max<std::size_t>(cores, 1)));
+  }
 
   // Seconds of p's products: each at the measured rate of the nearest
   // shape (distance in log m, log n, log k), which holds the per-call cost

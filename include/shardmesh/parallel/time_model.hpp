@@ -19,6 +19,10 @@
 //          behind the backward; ZeRO-1 and 2's all-gather of the updated
 //          parameters; the optimizer's elementwise pass over its state.
 //
+// Ranks that share a core (more ranks on a node than its cores, or
+// devices) compute that many times slower: products, kernels and the
+// update are scaled by hardware_model::compute_sharing.
+//
 // Parts timed apart are added only where they do not overlap (the
 // seed's rule): the reduction starts after the last backward of a
 // pipeline's chunk, and the update after the reduction.
@@ -70,6 +74,7 @@ class time_model {
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
     double reduction = 0, update_gather = 0, update = 0;
+    double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
     for (std::size_t s = 0; s < plan.pp; ++s) {
       std::array<double, 3> cost{0, 0, 0};  // summed over the chunks, then averaged
       double tp_here = 0, gather_here = 0;
@@ -77,10 +82,10 @@ class time_model {
         for (std::size_t st : chunk) {
           action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
           double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
-          cost[0] += a.forward + gather / 2;
-          cost[1] += a.input + gather / 2;
-          cost[2] += a.weight;
-          tp_here += a.tensor_parallel;
+          cost[0] += sharing * a.forward + a.tp_forward + gather / 2;
+          cost[1] += sharing * a.input + a.tp_input + gather / 2;
+          cost[2] += sharing * a.weight;
+          tp_here += a.tp_forward + a.tp_input;
           gather_here += gather;
         }
       for (double& x : cost) x /= static_cast<double>(plan.virtual_stages);
@@ -100,10 +105,11 @@ class time_model {
           plan.dp > 1 && (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
               ? hardware_.collective_seconds(collective_kind::all_gather, plan.dp, gradient_bytes, dp_stride(plan))
               : 0;
-      double const u = hardware_.kernel_seconds(
-          {kernel_kind::adamw, static_cast<double>(m.optimizer_state) /
-                                   static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes)},
-          element_bytes);
+      double const u = sharing * hardware_.kernel_seconds(
+                                     {kernel_kind::adamw,
+                                      static_cast<double>(m.optimizer_state) /
+                                          static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes)},
+                                     element_bytes);
       if (r + g + u > reduction + update_gather + update) reduction = r, update_gather = g, update = u;
       tp_per_micro = std::max(tp_per_micro, tp_here);
       gather_per_micro = std::max(gather_per_micro, gather_here);
@@ -128,9 +134,12 @@ class time_model {
   [[nodiscard]] hardware_model const& hardware() const { return hardware_; }
 
  private:
+  // Seconds of one stage's F, I (B's input half) and W (its weight half):
+  // the rank's products and kernels with a core to itself, and the
+  // collectives on tp of F and of I.
   struct action_cost {
-    double forward = 0, input = 0, weight = 0;  // seconds of F, of B's input half, of B's weight half
-    double tensor_parallel = 0;                 // of them: collectives on tp
+    double forward = 0, input = 0, weight = 0;
+    double tp_forward = 0, tp_input = 0;
   };
 
   // The plan's schedule, made and checked once: a search times each under many costs.
@@ -190,10 +199,8 @@ class time_model {
                        traffic.group == plan.tp ? 1 : dp_stride(plan));  // on tp, else the loss's sum on dp
       return seconds;
     };
-    double const tp_forward = collectives(false), tp_backward = collectives(true);
-    a.tensor_parallel = tp_forward + tp_backward;
-    a.forward += tp_forward;
-    a.input += tp_backward;
+    a.tp_forward = collectives(false);
+    a.tp_input = collectives(true);
     return a;
   }
 
