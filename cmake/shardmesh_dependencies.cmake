@@ -1,9 +1,18 @@
 # shardmesh's dependencies: Kokkos >= 4.5 (unless the including project
-# already builds Kokkos in-tree), MPI for C++ and a BLAS (local products on
-# host memory; Debian's OpenBLAS). Used by the build, by tools/host-probe and,
+# already builds Kokkos in-tree), MPI for C++, a BLAS (local products on
+# host memory; Debian's OpenBLAS) and, for checkpoints (shardmesh::io, unless
+# SHARDMESH_ENABLE_IO is off), HDF5 built with MPI. Used by the build, by tools/host-probe and,
 # through cmake/shardmeshConfig.cmake.in, by the installed package.
 if(NOT TARGET Kokkos::kokkos)
   find_package(Kokkos 4.5 REQUIRED)
 endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(BLAS REQUIRED)
+if(SHARDMESH_ENABLE_IO)
+  set(HDF5_PREFER_PARALLEL TRUE)
+  find_package(HDF5 REQUIRED COMPONENTS C)
+  if(NOT HDF5_IS_PARALLEL)
+    message(FATAL_ERROR "shardmesh::io needs HDF5 built with MPI (Debian: libhdf5-openmpi-dev); "
+                        "the HDF5 found is serial. Configure with -DSHARDMESH_ENABLE_IO=OFF to build without checkpoints.")
+  endif()
+endif()

@@ -69,4 +69,30 @@ class invalid_option_error : public error {
   using error::error;
 };
 
+// A checkpoint that cannot be written or read: the file cannot be created
+// or opened, is not HDF5, is truncated, or was not written by shardmesh
+// (io/checkpoint.hpp). The more specific cases below derive from it.
+class checkpoint_error : public error {
+ public:
+  using error::error;
+};
+
+// A dataset or value the checkpoint does not hold.
+class missing_dataset_error : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
+// A dataset whose global shape or element type is not the tensor's.
+class checkpoint_mismatch_error : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
+// A dataset whose elements do not add up to the checksums written with them.
+class corrupt_checkpoint_error : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
 }  // namespace shardmesh

@@ -1,0 +1,271 @@
+// Checkpoints against the global array they were made from: saved under one
+// layout, mesh and rank count, loaded under another, gathered, compared
+// element by element; and every way a checkpoint can be wrong, caught.
+#include "../tensor/redistribution_check.hpp"
+#include "scratch_dir.hpp"
+
+#include <shardmesh/io/checkpoint.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+using namespace shardmesh;
+
+namespace {
+
+using matrix = Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+matrix numbered(tensor_index const& e, double first = 1.0) {
+  matrix m("global", e[0], e[1]);
+  std::iota(m.data(), m.data() + m.size(), first);
+  return m;
+}
+
+bool equal(matrix const& a, matrix const& b) {
+  return a.extent(0) == b.extent(0) && a.extent(1) == b.extent(1) &&
+         std::equal(a.data(), a.data() + a.size(), b.data());
+}
+
+// The layouts of the exhaustive redistribution tests.
+std::vector<layout> matrix_layouts(mesh_shape const& shape) {
+  return test::all_layouts(shape, 2, {.partial = {reduce_op::sum}, .cyclic = {2}});
+}
+
+std::string dataset(std::size_t layout_index, std::size_t extents_index) {
+  return "layout" + std::to_string(layout_index) + "/extents" + std::to_string(extents_index);
+}
+
+// Saves every matrix layout of mesh at every test extent into path.
+void save_all(device_mesh const& mesh, std::filesystem::path const& path) {
+  auto const extents = test::extents_for<2>(static_cast<std::size_t>(test::world_size()));
+  io::checkpoint_writer out(mesh, path);
+  auto const layouts = matrix_layouts(mesh.shape());
+  for (std::size_t f = 0; f < layouts.size(); ++f)
+    for (std::size_t k = 0; k < extents.size(); ++k)
+      out.write(dataset(f, k), distribute(mesh, layouts[f], numbered(extents[k])));
+  out.write_value("layouts", static_cast<std::int64_t>(layouts.size()));
+  out.commit();
+}
+
+// Loads every dataset of path under every `stride`-th layout of mesh and
+// checks it against the array it was made from. Returns the loads checked.
+std::size_t load_all(device_mesh const& mesh, std::filesystem::path const& path, std::size_t stride) {
+  auto const extents = test::extents_for<2>(static_cast<std::size_t>(test::world_size()));
+  io::checkpoint_reader in(mesh, path);
+  auto const layouts = matrix_layouts(mesh.shape());
+  std::size_t const saved = static_cast<std::size_t>(in.value("layouts"));
+  std::size_t checked = 0, index = 0;
+  for (std::size_t f = 0; f < saved; ++f)
+    for (std::size_t k = 0; k < extents.size(); ++k)
+      for (layout const& to : layouts) {
+        if (index++ % stride != 0) continue;
+        INFO(path.filename().string() << " " << dataset(f, k) << " as " << to_string(to).view() << " on "
+                                      << to_string(mesh.shape()).view());
+        auto const y = in.read<double, 2>(dataset(f, k), to);
+        REQUIRE(y.layout() == to);
+        REQUIRE(equal(gather(y), numbered(extents[k])));
+        ++checked;
+      }
+  return checked;
+}
+
+// A communicator of the first `ranks` ranks of the world (MPI_COMM_NULL on the others).
+MPI_Comm first_ranks(int ranks) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, test::world_rank() < ranks ? 0 : MPI_UNDEFINED, test::world_rank(), &sub);
+  return sub;
+}
+
+// Every rank throws an Error (the same on every rank, or the test would hang).
+template <class Error, class F>
+void require_throws(F&& f, std::string const& contains) {
+  bool thrown = false;
+  try {
+    f();
+  } catch (Error const& e) {
+    thrown = true;
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(contains) != std::string::npos);
+  }
+  REQUIRE(thrown);
+}
+
+}  // namespace
+
+TEST_CASE("every layout pair of a matrix survives a checkpoint on 1-D and 2-D meshes", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-pairs");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  auto const meshes = test::meshes_of(ranks);
+  for (std::size_t i = 0; i < meshes.size(); ++i)
+    save_all(device_mesh(MPI_COMM_WORLD, meshes[i]), dir / ("m" + std::to_string(i) + ".h5"));
+  std::size_t checked = 0;
+  // Every pair on the mesh it was saved on; a sample of pairs across meshes.
+  for (std::size_t i = 0; i < meshes.size(); ++i)
+    for (std::size_t j = 0; j < meshes.size(); ++j)
+      checked +=
+          load_all(device_mesh(MPI_COMM_WORLD, meshes[j]), dir / ("m" + std::to_string(i) + ".h5"), i == j ? 1 : 11);
+  if (test::world_rank() == 0) std::printf("%zu checkpoint loads checked on %zu ranks\n", checked, ranks);
+  CHECK(checked > 0);
+}
+
+TEST_CASE("a checkpoint saved on fewer ranks loads on more, and back", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-ranks");
+  int const ranks = test::world_size();
+  device_mesh const world(MPI_COMM_WORLD, mesh_shape{{"a", static_cast<std::size_t>(ranks)}});
+  for (int fewer = 1; fewer < ranks; ++fewer) {
+    std::filesystem::path const small = dir / ("on" + std::to_string(fewer) + ".h5");
+    std::filesystem::path const large = dir / ("from" + std::to_string(fewer) + ".h5");
+    MPI_Comm const sub = first_ranks(fewer);
+    if (sub != MPI_COMM_NULL) {
+      device_mesh const mesh(sub, mesh_shape{{"a", static_cast<std::size_t>(fewer)}});
+      save_all(mesh, small);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(load_all(world, small, 5) > 0);
+    save_all(world, large);
+    if (sub != MPI_COMM_NULL) {
+      device_mesh const mesh(sub, mesh_shape{{"a", static_cast<std::size_t>(fewer)}});
+      CHECK(load_all(mesh, large, 5) > 0);
+      MPI_Comm copy = sub;
+      MPI_Comm_free(&copy);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST_CASE("values, element types and a tensor read into an existing one", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-values");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
+  Kokkos::View<float*, Kokkos::HostSpace> v("v", 2 * ranks + 1);
+  Kokkos::View<std::int64_t***, Kokkos::LayoutRight, Kokkos::HostSpace> c("c", 3, ranks + 2, 2);
+  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  for (std::size_t i = 0; i < c.size(); ++i) c.data()[i] = static_cast<std::int64_t>(i * i) - 40;
+  {
+    io::checkpoint_writer out(mesh, dir / "state.h5");
+    out.write("v", distribute(mesh, layout{cyclic(2, "a")}, v));
+    out.write("deep/group/c", distribute(mesh, layout{replicated, shard("a"), replicated}, c));
+    out.write_value("step", -12345678901234);
+    out.write_text("config", "{\"layers\": 2}");
+    out.commit();
+  }
+  io::checkpoint_reader const in(mesh, dir / "state.h5");
+  CHECK(in.contains("v"));
+  CHECK(in.contains("deep/group/c"));
+  CHECK_FALSE(in.contains("deep/c"));
+  CHECK(in.value("step") == -12345678901234);
+  CHECK(in.text("config") == "{\"layers\": 2}");
+  auto into = distribute(mesh, layout{shard("a")}, Kokkos::View<float*, Kokkos::HostSpace>("zero", v.size()));
+  in.read("v", into);
+  auto const back = gather(into);
+  CHECK(std::equal(back.data(), back.data() + back.size(), v.data()));
+  auto const deep = gather(in.read<std::int64_t, 3>("deep/group/c", layout{shard("a"), replicated, replicated}));
+  CHECK(std::equal(deep.data(), deep.data() + deep.size(), c.data()));
+}
+
+namespace {
+
+// On rank 0 only, with no other rank: HDF5 without MPI-IO.
+void on_rank_zero(auto&& f) {
+  if (test::world_rank() == 0) f();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The file offset of a contiguous dataset's first element.
+std::size_t data_offset(std::filesystem::path const& path, char const* name) {
+  hid_t const file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t const set = H5Dopen2(file, name, H5P_DEFAULT);
+  haddr_t const offset = H5Dget_offset(set);
+  H5Dclose(set);
+  H5Fclose(file);
+  return static_cast<std::size_t>(offset);
+}
+
+}  // namespace
+
+TEST_CASE("a bad checkpoint or a bad request is the same typed error on every rank", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-errors");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
+  matrix const values = numbered({ranks + 3, 5});
+  std::filesystem::path const good = dir / "good.h5";
+  {
+    io::checkpoint_writer out(mesh, good);
+    out.write("m", distribute(mesh, layout{shard("a"), replicated}, values));
+    out.commit();
+  }
+  layout const rows{shard("a"), replicated};
+
+  SECTION("files that are not checkpoints") {
+    require_throws<checkpoint_error>([&] { io::checkpoint_reader(mesh, dir / "none.h5"); }, "does not exist");
+    on_rank_zero([&] { std::ofstream(dir / "text.h5") << "not HDF5 at all\n"; });
+    require_throws<checkpoint_error>([&] { io::checkpoint_reader(mesh, dir / "text.h5"); }, "not a readable HDF5");
+    on_rank_zero([&] {
+      std::filesystem::copy_file(good, dir / "short.h5");
+      std::filesystem::resize_file(dir / "short.h5", std::filesystem::file_size(good) / 2);
+    });
+    require_throws<checkpoint_error>([&] { io::checkpoint_reader(mesh, dir / "short.h5"); }, "truncated");
+    on_rank_zero([&] { H5Fclose(H5Fcreate((dir / "plain.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)); });
+    require_throws<checkpoint_error>([&] { io::checkpoint_reader(mesh, dir / "plain.h5"); },
+                                     "not written by shardmesh");
+  }
+
+  SECTION("datasets and values that are not there, or not what is asked for") {
+    io::checkpoint_reader const in(mesh, good);
+    require_throws<missing_dataset_error>([&] { (void)in.read<double, 2>("w", rows); }, "holds no dataset \"w\"");
+    require_throws<missing_dataset_error>([&] { (void)in.read<double, 2>("m/w", rows); }, "holds no dataset \"m/w\"");
+    require_throws<missing_dataset_error>([&] { (void)in.value("step"); }, "holds no value \"step\"");
+    require_throws<checkpoint_mismatch_error>([&] { (void)in.read<float, 2>("m", rows); }, "holds f64, the tensor f32");
+    require_throws<checkpoint_mismatch_error>([&] { (void)in.read<double, 1>("m", layout{shard("a")}); },
+                                              "has 2 dimensions, the tensor 1");
+    auto other = distribute(mesh, rows, numbered({ranks + 3, 4}));
+    require_throws<checkpoint_mismatch_error>([&] { in.read("m", other); },
+                                              "is f64[" + std::to_string(ranks + 3) + ",5]");
+    require_throws<invalid_layout_error>([&] { (void)in.read<double, 2>("m", layout{shard("x"), replicated}); },
+                                         "\"x\"");
+    require_throws<checkpoint_error>([&] { (void)in.read<double, 2>("/m", rows); }, "is no dataset name");
+    if (ranks > 1)
+      require_throws<mismatched_tensor_error>(
+          [&] { (void)in.read<double, 2>(test::world_rank() == 0 ? "m" : "n", rows); }, "ranks disagree");
+  }
+
+  SECTION("a flipped byte is caught by the checksum of the box that holds it, under any layout") {
+    std::size_t const offset = data_offset(good, "m");
+    // The element at row 1, column 2: saved by the rank that held row 1.
+    on_rank_zero([&] {
+      std::fstream f(good, std::ios::in | std::ios::out | std::ios::binary);
+      std::size_t const at = offset + (1 * 5 + 2) * sizeof(double) + 3;
+      f.seekg(static_cast<std::streamoff>(at));
+      char byte = 0;
+      f.get(byte);
+      f.seekp(static_cast<std::streamoff>(at));
+      f.put(static_cast<char>(byte ^ 0x10));
+    });
+    io::checkpoint_reader const in(mesh, good);
+    std::string const box = "the box saved by rank " +
+                            std::to_string(owner(mesh.shape(), bind(mesh.shape(), rows), {ranks + 3, 5}, {1, 2}).rank);
+    for (layout const& l : matrix_layouts(mesh.shape()))
+      require_throws<corrupt_checkpoint_error>([&] { (void)in.read<double, 2>("m", l); }, box);
+  }
+
+  SECTION("a save that does not commit leaves the previous checkpoint and no other file") {
+    {
+      io::checkpoint_writer out(mesh, good);
+      out.write("m", distribute(mesh, rows, numbered({ranks + 3, 5}, 100.0)));
+      CHECK(std::filesystem::exists(io::temporary_path(good)));
+    }
+    CHECK_FALSE(std::filesystem::exists(io::temporary_path(good)));
+    CHECK(equal(gather(io::checkpoint_reader(mesh, good).read<double, 2>("m", rows)), values));
+    require_throws<checkpoint_error>([&] { io::checkpoint_writer(mesh, dir / "no/such/folder.h5"); }, "cannot create");
+    io::checkpoint_writer out(mesh, good);
+    out.write("m", distribute(mesh, rows, numbered({ranks + 3, 5}, 100.0)));
+    out.commit();
+    CHECK_FALSE(std::filesystem::exists(io::temporary_path(good)));
+    CHECK(equal(gather(io::checkpoint_reader(mesh, good).read<double, 2>("m", rows)), numbered({ranks + 3, 5}, 100.0)));
+    require_throws<checkpoint_error>([&] { out.write_value("late", 1); }, "already committed");
+    require_throws<checkpoint_error>([&] { out.write_value("a/b", 1); }, "already committed");
+  }
+}
