@@ -269,3 +269,33 @@ TEST_CASE("a bad checkpoint or a bad request is the same typed error on every ra
     require_throws<checkpoint_error>([&] { out.write_value("a/b", 1); }, "already committed");
   }
 }
+
+TEST_CASE("tensors on submeshes (pipeline stages) are saved together and read by any ranks", "[io]") {
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  if (ranks < 2 || ranks % 2 != 0) return;
+  test::scratch_dir const dir("shardmesh-io-stages");
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"pp", 2}, {"dp", ranks / 2}});
+  device_mesh const stage = mesh.submesh({"dp"});
+  std::size_t const s = mesh.coordinates()[0];
+  layout const rows{shard("dp"), replicated};
+  // Stage s holds layer s, with values of its own.
+  auto const layer = [&](std::size_t k) { return numbered({ranks + 1, 3}, 1000.0 * static_cast<double>(k)); };
+  {
+    io::checkpoint_writer out(mesh, dir / "stages.h5");
+    out.add("layer" + std::to_string(s), distribute(stage, layout{cyclic(2, "dp"), replicated}, layer(s)));
+    out.write("shared", distribute(mesh, layout{shard("pp", "dp"), replicated}, layer(7)));
+    out.commit();
+  }
+  io::checkpoint_reader const in(mesh, dir / "stages.h5");
+  // On the whole mesh, under another layout.
+  for (std::size_t k = 0; k < 2; ++k)
+    CHECK(equal(gather(in.read<double, 2>("layer" + std::to_string(k), layout{replicated, shard("dp")})), layer(k)));
+  // Stage s reads the other stage's layer into its own tensor, alone.
+  auto mine = distribute(stage, rows, numbered({ranks + 1, 3}, -1.0));
+  in.read("layer" + std::to_string(1 - s), mine);
+  CHECK(equal(gather(mine), layer(1 - s)));
+  // Two different tensors under one name: refused on every rank.
+  io::checkpoint_writer out(mesh, dir / "clash.h5");
+  out.add("layer", distribute(stage, rows, layer(s)));
+  require_throws<mismatched_tensor_error>([&] { out.flush(); }, "two different tensors were queued as \"layer\"");
+}

@@ -3,6 +3,7 @@
 // and a verdict agreed by every rank for each call that can fail on one:
 // an HDF5 failure becomes the same typed exception on every rank.
 
+#include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/errors.hpp"
 
 #include <hdf5.h>
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -74,31 +76,30 @@ class quiet_errors {
   void* data_ = nullptr;
 };
 
-// The HDF5 type of an element type (a copy; the caller owns it).
+// The HDF5 type of an element named by element_name (a copy; the caller
+// owns it), or H5I_INVALID_HID.
+inline hid_t type_named(std::string_view element) {
+  if (element == "f32") return H5Tcopy(H5T_NATIVE_FLOAT);
+  if (element == "f64") return H5Tcopy(H5T_NATIVE_DOUBLE);
+  if (element == "i8") return H5Tcopy(H5T_NATIVE_INT8);
+  if (element == "u8") return H5Tcopy(H5T_NATIVE_UINT8);
+  if (element == "i16") return H5Tcopy(H5T_NATIVE_INT16);
+  if (element == "u16") return H5Tcopy(H5T_NATIVE_UINT16);
+  if (element == "i32") return H5Tcopy(H5T_NATIVE_INT32);
+  if (element == "u32") return H5Tcopy(H5T_NATIVE_UINT32);
+  if (element == "i64") return H5Tcopy(H5T_NATIVE_INT64);
+  if (element == "u64") return H5Tcopy(H5T_NATIVE_UINT64);
+  return H5I_INVALID_HID;
+}
+
+// Element types a checkpoint holds: floating-point and integer numbers.
+template <class T>
+inline constexpr bool is_storable_v = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+
 template <class T>
 [[nodiscard]] hid_t native_type() {
-  if constexpr (std::is_same_v<T, float>)
-    return H5Tcopy(H5T_NATIVE_FLOAT);
-  else if constexpr (std::is_same_v<T, double>)
-    return H5Tcopy(H5T_NATIVE_DOUBLE);
-  else if constexpr (std::is_same_v<T, std::int8_t>)
-    return H5Tcopy(H5T_NATIVE_INT8);
-  else if constexpr (std::is_same_v<T, std::uint8_t>)
-    return H5Tcopy(H5T_NATIVE_UINT8);
-  else if constexpr (std::is_same_v<T, std::int16_t>)
-    return H5Tcopy(H5T_NATIVE_INT16);
-  else if constexpr (std::is_same_v<T, std::uint16_t>)
-    return H5Tcopy(H5T_NATIVE_UINT16);
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return H5Tcopy(H5T_NATIVE_INT32);
-  else if constexpr (std::is_same_v<T, std::uint32_t>)
-    return H5Tcopy(H5T_NATIVE_UINT32);
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return H5Tcopy(H5T_NATIVE_INT64);
-  else if constexpr (std::is_same_v<T, std::uint64_t>)
-    return H5Tcopy(H5T_NATIVE_UINT64);
-  else
-    static_assert(sizeof(T) == 0, "checkpoint: no HDF5 type for this element type");
+  static_assert(is_storable_v<T>, "checkpoint: elements are floating-point or integer numbers");
+  return type_named(element_name<T>());
 }
 
 // Every rank learns whether each rank's `ok` holds; if one does not, every

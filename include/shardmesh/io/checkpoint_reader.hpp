@@ -1,0 +1,242 @@
+#pragma once
+// Reading a checkpoint under any layout, mesh and rank count.
+//
+//   io::checkpoint_reader in(mesh, "run/state.h5");
+//   auto w = in.read<float, 2>("params/w", layout{shard("tp"), replicated});
+//   in.read("stage/b", b);          // into an existing tensor, on any submesh
+//   auto step = in.value("step");
+//
+// Each rank reads exactly the elements its layout gives it (replicas read
+// their copy, a partial layout's values go to its first rank on the partial
+// axes and are spread by the algebra's plan), and the sum of what the
+// first replicas read is checked against every saved box's checksum.
+// Reads of a tensor on all the reader's ranks are collective; a tensor on
+// a submesh (a pipeline stage) reads alone, independently.
+
+#include "shardmesh/algebra/notation.hpp"
+#include "shardmesh/io/detail/checkpoint_support.hpp"
+#include "shardmesh/io/detail/selection.hpp"
+#include "shardmesh/tensor/redistribute.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace shardmesh::io {
+
+class checkpoint_reader {
+ public:
+  // Collective: opens the checkpoint at `path` for reading.
+  checkpoint_reader(device_mesh const& mesh, std::filesystem::path path) : mesh_(mesh), path_(std::move(path)) {
+    detail::quiet_errors const quiet;
+    std::error_code ignored;
+    detail::agree_ok(comm(), std::filesystem::exists(path_, ignored),
+                     "checkpoint: " + path_.string() + " does not exist");
+    detail::properties_handle const fapl = detail::file_access(mesh_, false);
+    file_ = detail::file_handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
+    detail::agree_ok(comm(), file_.valid(),
+                     "checkpoint: " + path_.string() + " is not a readable HDF5 file (truncated or damaged?)");
+    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+    detail::agree_ok(comm(), detail::read_text_attribute(root.get(), "shardmesh_version").has_value(),
+                     "checkpoint: " + path_.string() + " was not written by shardmesh");
+  }
+
+  [[nodiscard]] std::filesystem::path const& path() const { return path_; }
+
+  // Whether the checkpoint holds a dataset `name`. Not collective.
+  [[nodiscard]] bool contains(std::string const& name) const {
+    detail::quiet_errors const quiet;
+    return detail::name_problem(name).empty() && detail::link_exists(file_.get(), name);
+  }
+
+  // Collective: the dataset `name` as a new tensor of layout l on the
+  // reader's mesh (global extents from the file).
+  template <class T, std::size_t Rank, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+  [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> read(std::string const& name, layout const& l) const {
+    using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+    detail::quiet_errors const quiet;
+    detail::agree_ok<mismatched_tensor_error>(
+        comm(), detail::same_everywhere(comm(), detail::text_hash(name, shardmesh::detail::hash(l))),
+        "checkpoint: ranks disagree on reading \"" + name + "\"");
+    detail::dataset_handle const dataset = open<T, Rank>(name, comm());
+    tensor_index const global = dataset_extents(dataset.get());
+    std::string const problem(layout_error<T>("checkpoint", mesh_.shape(), l).view());
+    detail::agree_ok<invalid_layout_error>(
+        comm(), problem.empty() && l.rank == Rank,
+        "checkpoint: reading \"" + name + "\" as layout " + std::string(to_string(l).view()) + ": " +
+            (problem.empty() ? "it has " + std::to_string(l.rank) + " dimensions" : problem));
+    auto local = shardmesh::detail::allocate<typename tensor::view_type>(
+        "shardmesh::checkpoint", local_extents(mesh_.shape(), bind(mesh_.shape(), l), global, mesh_.rank()));
+    tensor const x = tensor::adopt(mesh_, l, global, local);
+    read_into(name, dataset.get(), x);
+    return x;
+  }
+
+  // Collective over x's ranks (all the reader's, or a submesh of them): the
+  // dataset `name` into x's shard; x's global extents and element type must
+  // be the dataset's.
+  template <class T, std::size_t Rank, class MemorySpace>
+  void read(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) const {
+    detail::quiet_errors const quiet;
+    MPI_Comm const tensor_comm = x.mesh().comm().get();
+    detail::check_ranks(mesh_, x.mesh(), x.notation() + " (\"" + name + "\")");
+    detail::agree_ok<mismatched_tensor_error>(tensor_comm,
+                                              detail::same_everywhere(tensor_comm, detail::tensor_hash(name, x)),
+                                              "checkpoint: ranks disagree on reading \"" + name + "\"");
+    detail::dataset_handle const dataset = open<T, Rank>(name, tensor_comm);
+    tensor_index const dims = dataset_extents(dataset.get());
+    bool same = true;
+    for (std::size_t d = 0; d < Rank; ++d) same = same && dims[d] == x.global_extents()[d];
+    detail::agree_ok<checkpoint_mismatch_error>(tensor_comm, same,
+                                                "checkpoint: the dataset \"" + name + "\" is " +
+                                                    shardmesh::detail::tensor_name(element_name<T>(), Rank, dims) +
+                                                    ", the tensor " + x.notation());
+    read_into(name, dataset.get(), x);
+  }
+
+  // Collective: a value written by write_value.
+  [[nodiscard]] std::int64_t value(std::string const& name) const {
+    std::string const t = text(name);
+    std::size_t used = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(t, &used);
+    } catch (std::exception const&) {
+      used = 0;
+    }
+    detail::agree_ok(comm(), used > 0 && used == t.size(), "checkpoint: the value \"" + name + "\" is no integer");
+    return v;
+  }
+
+  // Collective: a text written by write_text.
+  [[nodiscard]] std::string text(std::string const& name) const {
+    detail::quiet_errors const quiet;
+    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+    std::optional<std::string> const t = detail::read_text_attribute(root.get(), ("value:" + name).c_str());
+    detail::agree_ok<missing_dataset_error>(comm(), t.has_value(),
+                                            "checkpoint: " + path_.string() + " holds no value \"" + name + "\"");
+    return *t;
+  }
+
+ private:
+  [[nodiscard]] MPI_Comm comm() const { return mesh_.comm().get(); }
+
+  // The dataset `name`, checked to hold elements of type T in Rank
+  // dimensions (verdicts agreed over `over`, the tensor's ranks).
+  template <class T, std::size_t Rank>
+  detail::dataset_handle open(std::string const& name, MPI_Comm over) const {
+    std::string const problem = detail::name_problem(name);
+    detail::agree_ok(over, problem.empty(), problem);
+    detail::agree_ok<missing_dataset_error>(over, detail::link_exists(file_.get(), name),
+                                            "checkpoint: " + path_.string() + " holds no dataset \"" + name + "\"");
+    detail::dataset_handle dataset(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT));
+    detail::agree_ok<missing_dataset_error>(over, dataset.valid(), "checkpoint: \"" + name + "\" is no dataset");
+    detail::type_handle const stored(H5Dget_type(dataset.get()));
+    detail::type_handle const wanted(detail::native_type<T>());
+    std::string const stored_name = detail::read_text_attribute(dataset.get(), "element_type").value_or("another type");
+    detail::agree_ok<checkpoint_mismatch_error>(over, H5Tequal(stored.get(), wanted.get()) > 0,
+                                                "checkpoint: the dataset \"" + name + "\" holds " + stored_name +
+                                                    ", the tensor " + std::string(element_name<T>()));
+    detail::space_handle const space(H5Dget_space(dataset.get()));
+    int const rank = H5Sget_simple_extent_ndims(space.get());
+    detail::agree_ok<checkpoint_mismatch_error>(over, rank == static_cast<int>(Rank),
+                                                "checkpoint: the dataset \"" + name + "\" has " + std::to_string(rank) +
+                                                    " dimensions, the tensor " + std::to_string(Rank));
+    return dataset;
+  }
+
+  static tensor_index dataset_extents(hid_t dataset) {
+    detail::space_handle const space(H5Dget_space(dataset));
+    std::array<hsize_t, max_tensor_rank> dims{};
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    tensor_index out{};
+    for (std::size_t d = 0; d < max_tensor_rank; ++d) out[d] = dims[d];
+    return out;
+  }
+
+  // The layout and mesh a dataset was saved under, and its box checksums.
+  struct saved_boxes {
+    box_grid grid;
+    std::vector<std::uint64_t> sums;
+  };
+
+  saved_boxes saved(std::string const& name, hid_t dataset, std::size_t rank, MPI_Comm over) const {
+    saved_boxes out;
+    auto const l = parse_layout(detail::read_text_attribute(dataset, "layout").value_or("?"));
+    auto const m = parse_mesh(detail::read_text_attribute(dataset, "mesh").value_or("?"));
+    bool ok = l.ok() && m.ok() && l.value.rank == rank && !l.value.is_partial() &&
+              layout_error<float>("checkpoint", m.value, l.value).empty() && H5Aexists(dataset, "box_checksums") > 0;
+    if (ok) {
+      out.grid = {m.value, bind(m.value, l.value)};
+      out.sums.resize(m.value.size());
+      detail::attribute_handle const a(H5Aopen(dataset, "box_checksums", H5P_DEFAULT));
+      detail::space_handle const space(H5Aget_space(a.get()));
+      ok = H5Sget_simple_extent_npoints(space.get()) == static_cast<hssize_t>(out.sums.size()) &&
+           H5Aread(a.get(), H5T_NATIVE_UINT64, out.sums.data()) >= 0;
+    }
+    detail::agree_ok(over, ok,
+                     "checkpoint: the dataset \"" + name + "\" lacks readable layout, mesh or checksum attributes");
+    return out;
+  }
+
+  template <class T, std::size_t Rank, class MemorySpace>
+  void read_into(std::string const& name, hid_t dataset, dynamic_dtensor<T, Rank, MemorySpace> x) const {
+    using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+    device_mesh const& mesh = x.mesh();
+    MPI_Comm const over = mesh.comm().get();
+    saved_boxes const boxes = saved(name, dataset, Rank, over);
+    // Read the values under x's layout without its partial axes; spread them
+    // over the partial axes afterwards.
+    layout values = x.layout();
+    values.partial_axes = {};
+    bool const partial = values != x.layout();
+    bound_layout const b = bind(mesh.shape(), values);
+    tensor_index const& global = x.global_extents();
+    typename tensor::view_type const local =
+        partial ? shardmesh::detail::allocate<typename tensor::view_type>(
+                      "shardmesh::checkpoint", local_extents(mesh.shape(), b, global, mesh.rank()))
+                : x.local();
+    auto const host = Kokkos::create_mirror_view(Kokkos::WithoutInitializing, local);
+
+    std::array<hsize_t, Rank> local_dims{};
+    for (std::size_t d = 0; d < Rank; ++d) local_dims[d] = local.extent(d);
+    detail::space_handle const file_space(H5Dget_space(dataset));
+    detail::space_handle const memory_space(H5Screate_simple(Rank, local_dims.data(), nullptr));
+    if (detail::select_shard(file_space.get(), mesh.shape(), b, global, mesh.rank()) == 0)
+      H5Sselect_none(memory_space.get());
+    detail::type_handle const type(detail::native_type<T>());
+    detail::properties_handle const dxpl = detail::transfer(detail::spans(mesh_, mesh));
+    static T nothing{};  // a buffer for ranks that read nothing
+    herr_t const status = H5Dread(dataset, type.get(), memory_space.get(), file_space.get(), dxpl.get(),
+                                  host.size() > 0 ? host.data() : &nothing);
+    detail::agree_ok<corrupt_checkpoint_error>(over, status >= 0,
+                                               "checkpoint: reading the dataset \"" + name + "\" failed");
+
+    std::vector<std::uint64_t> const sums =
+        detail::box_checksums(mesh, b, global, std::span<T const>(host.data(), host.size()), boxes.grid);
+    std::size_t bad = 0;
+    while (bad < sums.size() && sums[bad] == boxes.sums[bad]) ++bad;
+    detail::agree_ok<corrupt_checkpoint_error>(over, bad == sums.size(),
+                                               "checkpoint: the dataset \"" + name + "\" in " + path_.string() +
+                                                   " is corrupt: the box saved by rank " + std::to_string(bad) +
+                                                   " of " + std::string(to_string(boxes.grid.mesh).view()) +
+                                                   " does not match its checksum");
+    Kokkos::deep_copy(local, host);
+    if (partial) redistribute(tensor::adopt(mesh, values, global, local), x);
+  }
+
+  device_mesh mesh_;
+  std::filesystem::path path_;
+  detail::file_handle file_;
+};
+
+}  // namespace shardmesh::io

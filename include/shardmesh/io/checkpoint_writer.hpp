@@ -1,0 +1,286 @@
+#pragma once
+// Writing a checkpoint: dtensors as global arrays in one parallel HDF5
+// file that appears under its name only when complete.
+//
+//   io::checkpoint_writer out(mesh, "run/state.h5");
+//   out.write("params/w", w);      // collective over the checkpoint's ranks
+//   out.add("stage/b", b);         // b on a submesh (a pipeline stage): queued ...
+//   out.flush();                   // ... and written with every rank's queue
+//   out.write_value("step", 100);
+//   out.commit();                  // only now does run/state.h5 appear
+//
+// A dataset is the tensor's global array in its element type, with
+// attributes: "layout" and "mesh" (what it was saved under, in the
+// library's notation), "element_type", and "box_checksums" (one per rank of
+// that mesh, io/box_checksum.hpp). A partial tensor is reduced first (by the
+// planner's cheapest plan); each box is then written once, by the first
+// rank of its replica group, collectively through hyperslab selections.
+
+#include "shardmesh/algebra/notation.hpp"
+#include "shardmesh/io/detail/checkpoint_support.hpp"
+#include "shardmesh/io/detail/selection.hpp"
+#include "shardmesh/tensor/redistribute.hpp"
+#include "shardmesh/version.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace shardmesh::io {
+
+namespace detail {
+
+// What every rank of the checkpoint learns of a queued dataset.
+struct dataset_description {
+  std::string name, element, layout, mesh;
+  std::vector<std::uint64_t> extents, sums;
+  int owner = 0;  // the checkpoint rank of the tensor mesh's rank 0: tells apart tensors of one name
+
+  [[nodiscard]] std::string line() const {
+    std::ostringstream out;
+    out << name << '\t' << element << '\t' << layout << '\t' << mesh << '\t' << owner;
+    for (auto const* list : {&extents, &sums}) {
+      out << '\t';
+      for (std::size_t i = 0; i < list->size(); ++i) out << (i ? "," : "") << (*list)[i];
+    }
+    return out.str();
+  }
+  static dataset_description parse(std::string const& line) {
+    std::istringstream in(line);
+    dataset_description d;
+    std::string owner, extents, sums;
+    std::getline(in, d.name, '\t');
+    std::getline(in, d.element, '\t');
+    std::getline(in, d.layout, '\t');
+    std::getline(in, d.mesh, '\t');
+    std::getline(in, owner, '\t');
+    std::getline(in, extents, '\t');
+    std::getline(in, sums, '\t');
+    d.owner = std::stoi(owner);
+    for (auto [text, list] : {std::pair{&extents, &d.extents}, std::pair{&sums, &d.sums}}) {
+      std::istringstream items(*text);
+      for (std::string item; std::getline(items, item, ',');) list->push_back(std::stoull(item));
+    }
+    return d;
+  }
+};
+
+// This rank's part of a queued dataset.
+struct dataset_part {
+  dataset_description description;
+  std::vector<hsize_t> local_extents;        // of the shard
+  std::function<std::size_t(hid_t)> select;  // selects the shard in the file space, if this rank writes it
+  std::shared_ptr<void const> data;          // the shard on the host, kept alive until written
+};
+
+// Every rank's text, concatenated in rank order, on every rank.
+inline std::string all_gathered(MPI_Comm comm, std::string const& mine) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  int const length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[static_cast<std::size_t>(r)] = total;
+    total += lengths[static_cast<std::size_t>(r)];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  return all;
+}
+
+}  // namespace detail
+
+class checkpoint_writer {
+ public:
+  // Collective: creates the temporary file temporary_path(path), replacing
+  // one left over from an interrupted save. The file at `path`, if any,
+  // stays as it is until commit().
+  checkpoint_writer(device_mesh const& mesh, std::filesystem::path path) : mesh_(mesh), path_(std::move(path)) {
+    detail::quiet_errors const quiet;
+    detail::properties_handle const fapl = detail::file_access(mesh_, true);
+    file_ = detail::file_handle(H5Fcreate(temporary_path(path_).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    detail::agree_ok(comm(), file_.valid(), "checkpoint: cannot create " + temporary_path(path_).string());
+    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+    detail::write_text_attribute(root.get(), "shardmesh_version", SHARDMESH_VERSION_STRING);
+  }
+
+  checkpoint_writer(checkpoint_writer const&) = delete;
+  checkpoint_writer& operator=(checkpoint_writer const&) = delete;
+
+  // Not committed: the temporary file goes, the previous checkpoint stays.
+  // Collective, like closing the file (HDF5 closes it collectively).
+  ~checkpoint_writer() {
+    if (!file_.valid()) return;
+    detail::quiet_errors const quiet;
+    file_.reset();
+    if (mesh_.rank() == 0) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary_path(path_), ignored);
+    }
+    MPI_Barrier(comm());
+  }
+
+  // Collective over the checkpoint's ranks: x (on all of them) as the
+  // dataset `name` ("params/w"; groups are created), with anything queued.
+  template <class T, std::size_t Rank, class MemorySpace>
+  void write(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) {
+    add(name, x);
+    flush();
+  }
+
+  // Collective over x's ranks, which may be any of the checkpoint's (a
+  // pipeline stage's submesh): queues x as the dataset `name` for the next
+  // flush(). Partial tensors are reduced now.
+  template <class T, std::size_t Rank, class MemorySpace>
+  void add(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) {
+    static_assert(detail::is_storable_v<T>, "checkpoint: elements are floating-point or integer numbers");
+    MPI_Comm const tensor_comm = x.mesh().comm().get();
+    std::string const problem = file_.valid() ? detail::name_problem(name) : "checkpoint: already committed";
+    detail::agree_ok(tensor_comm, problem.empty(), problem);
+    detail::check_ranks(mesh_, x.mesh(), x.notation() + " (\"" + name + "\")");
+    detail::agree_ok<mismatched_tensor_error>(
+        tensor_comm, detail::same_everywhere(tensor_comm, detail::tensor_hash(name, x)),
+        "checkpoint: ranks disagree on the dataset \"" + name + "\" (its name, layout, element type or extents)");
+    layout values = x.layout();
+    values.partial_axes = {};
+    dynamic_dtensor<T, Rank, MemorySpace> const y = values == x.layout() ? x : redistribute(x, values);
+    mesh_shape const shape = y.mesh().shape();
+    bound_layout const b = y.bound();
+    tensor_index const global = y.global_extents();
+    auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, y.local());
+    std::span<T const> const local(host.data(), host.size());
+
+    detail::dataset_part part;
+    part.description = {name,
+                        std::string(element_name<T>()),
+                        std::string(to_string(values).view()),
+                        std::string(to_string(shape).view()),
+                        std::vector<std::uint64_t>(global.begin(), global.begin() + Rank),
+                        detail::box_checksums(y.mesh(), b, global, local, box_grid{shape, b}),
+                        detail::ranks_within(comm(), tensor_comm).front()};
+    for (std::size_t d = 0; d < Rank; ++d) part.local_extents.push_back(y.local().extent(d));
+    // One writer per replica group.
+    axis_set const replica_axes = axis_set::all(shape.ndim) - sharding_axes(b);
+    bool const writes = group_position(shape, replica_axes, y.mesh().rank()) == 0;
+    std::size_t const rank = y.mesh().rank();
+    part.select = [writes, shape, b, global, rank](hid_t space) {
+      return writes ? detail::select_shard(space, shape, b, global, rank) : 0;
+    };
+    part.data = std::shared_ptr<void const>(host.data(), [keep = host](void const*) {});
+    queued_.push_back(std::move(part));
+  }
+
+  // Collective over the checkpoint's ranks: writes every dataset any rank
+  // queued, in the order of their names.
+  void flush() {
+    detail::quiet_errors const quiet;
+    detail::agree_ok(comm(), file_.valid(), "checkpoint: " + path_.string() + " is already committed");
+    std::string mine;
+    for (detail::dataset_part const& p : queued_) mine += p.description.line() + '\n';
+    std::map<std::string, detail::dataset_description> all;
+    std::string conflict;
+    std::istringstream lines(detail::all_gathered(comm(), mine));
+    for (std::string line; std::getline(lines, line);) {
+      detail::dataset_description d = detail::dataset_description::parse(line);
+      auto const [at, added] = all.emplace(d.name, d);
+      if (!added && at->second.line() != line) conflict = d.name;
+    }
+    detail::agree_ok<mismatched_tensor_error>(comm(), conflict.empty(),
+                                              "checkpoint: two different tensors were queued as \"" + conflict + "\"");
+    for (auto const& [name, d] : all) write_dataset(d);
+    queued_.clear();
+  }
+
+  // Collective: a value the same on every rank (a step count, a seed).
+  void write_value(std::string const& name, std::int64_t value) { write_text(name, std::to_string(value)); }
+
+  // Collective: a text the same on every rank (a configuration).
+  void write_text(std::string const& name, std::string const& text) {
+    detail::quiet_errors const quiet;
+    detail::agree_ok(comm(), file_.valid(), "checkpoint: " + path_.string() + " is already committed");
+    std::string const problem = detail::name_problem(name, true);
+    detail::agree_ok(comm(), problem.empty(), problem);
+    detail::agree_ok<mismatched_tensor_error>(
+        comm(), detail::same_everywhere(comm(), detail::text_hash(name, detail::text_hash(text))),
+        "checkpoint: ranks disagree on the value \"" + name + "\"");
+    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+    detail::write_text_attribute(root.get(), ("value:" + name).c_str(), text);
+  }
+
+  // Collective: writes what is queued, closes the file and moves it to its
+  // name, replacing the previous checkpoint there. Only after every rank
+  // has written and the file is closed does the name change.
+  void commit() {
+    flush();
+    detail::quiet_errors const quiet;
+    detail::agree_ok(comm(), file_.reset(), "checkpoint: closing " + temporary_path(path_).string() + " failed");
+    std::error_code moved;
+    if (mesh_.rank() == 0) std::filesystem::rename(temporary_path(path_), path_, moved);
+    detail::agree_ok(comm(), !moved,
+                     "checkpoint: cannot rename " + temporary_path(path_).string() + " to " + path_.string() + ": " +
+                         moved.message());
+  }
+
+ private:
+  [[nodiscard]] MPI_Comm comm() const { return mesh_.comm().get(); }
+
+  // Collective: one dataset, written by the ranks that queued it.
+  void write_dataset(detail::dataset_description const& d) {
+    detail::dataset_part const* part = nullptr;
+    for (detail::dataset_part const& p : queued_)
+      if (p.description.name == d.name) part = &p;
+    std::vector<hsize_t> const dims(d.extents.begin(), d.extents.end());
+    int const rank = static_cast<int>(dims.size());
+    detail::space_handle const file_space(H5Screate_simple(rank, dims.data(), nullptr));
+    detail::type_handle const type(detail::type_named(d.element));
+    detail::properties_handle const lcpl(H5Pcreate(H5P_LINK_CREATE));
+    H5Pset_create_intermediate_group(lcpl.get(), 1);
+    detail::properties_handle const dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every element is written
+    detail::dataset_handle const dataset(
+        H5Dcreate2(file_.get(), d.name.c_str(), type.get(), file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+    detail::agree_ok(comm(), dataset.valid(), "checkpoint: cannot create the dataset \"" + d.name + "\"");
+
+    std::vector<hsize_t> const local = part ? part->local_extents : std::vector<hsize_t>(dims.size(), 0);
+    detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));
+    if (!part || part->select(file_space.get()) == 0) {
+      H5Sselect_none(file_space.get());
+      H5Sselect_none(memory_space.get());
+    }
+    static char const nothing = 0;  // a buffer for ranks that write nothing
+    detail::properties_handle const dxpl = detail::transfer(true);
+    herr_t const status = H5Dwrite(dataset.get(), type.get(), memory_space.get(), file_space.get(), dxpl.get(),
+                                   part ? part->data.get() : &nothing);
+    detail::agree_ok(comm(), status >= 0, "checkpoint: writing the dataset \"" + d.name + "\" failed");
+
+    detail::write_text_attribute(dataset.get(), "layout", d.layout);
+    detail::write_text_attribute(dataset.get(), "mesh", d.mesh);
+    detail::write_text_attribute(dataset.get(), "element_type", d.element);
+    hsize_t const boxes = d.sums.size();
+    detail::space_handle const sums_space(H5Screate_simple(1, &boxes, nullptr));
+    detail::attribute_handle const a(
+        H5Acreate2(dataset.get(), "box_checksums", H5T_STD_U64LE, sums_space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    detail::agree_ok(comm(), H5Awrite(a.get(), H5T_NATIVE_UINT64, d.sums.data()) >= 0,
+                     "checkpoint: writing the attributes of \"" + d.name + "\" failed");
+  }
+
+  device_mesh mesh_;
+  std::filesystem::path path_;
+  detail::file_handle file_;
+  std::vector<detail::dataset_part> queued_;
+};
+
+}  // namespace shardmesh::io

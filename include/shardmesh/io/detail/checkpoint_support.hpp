@@ -1,0 +1,150 @@
+#pragma once
+// What the checkpoint writer and reader share: how they open the file, the
+// text attributes, dataset names, and the checks on the ranks a tensor is on.
+
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/io/box_checksum.hpp"
+#include "shardmesh/io/detail/hdf5.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardmesh::io {
+
+// Where a checkpoint is written until commit() moves it to its name.
+[[nodiscard]] inline std::filesystem::path temporary_path(std::filesystem::path const& path) {
+  return std::filesystem::path(path) += ".partial";
+}
+
+namespace detail {
+
+// The file on the mesh's communicator. Metadata operations are collective
+// for the writer (HDF5 requires it for changes); the reader's are
+// independent, so that a stage submesh can read its tensors alone.
+inline properties_handle file_access(device_mesh const& mesh, bool collective_metadata) {
+  properties_handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_fapl_mpio(fapl.get(), mesh.comm().get(), MPI_INFO_NULL);
+  if (collective_metadata) {
+    H5Pset_all_coll_metadata_ops(fapl.get(), true);
+    H5Pset_coll_metadata_write(fapl.get(), true);
+  }
+  return fapl;
+}
+
+inline properties_handle transfer(bool collective) {
+  properties_handle dxpl(H5Pcreate(H5P_DATASET_XFER));
+  H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
+  return dxpl;
+}
+
+inline void write_text_attribute(hid_t object, char const* name, std::string const& text) {
+  type_handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), text.empty() ? 1 : text.size());
+  space_handle space(H5Screate(H5S_SCALAR));
+  attribute_handle a(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  H5Awrite(a.get(), type.get(), text.c_str());
+}
+
+// The text of an attribute, or nothing if there is none.
+inline std::optional<std::string> read_text_attribute(hid_t object, char const* name) {
+  if (H5Aexists(object, name) <= 0) return std::nullopt;
+  attribute_handle a(H5Aopen(object, name, H5P_DEFAULT));
+  type_handle stored(H5Aget_type(a.get()));
+  if (H5Tget_class(stored.get()) != H5T_STRING || H5Tis_variable_str(stored.get()) > 0) return std::nullopt;
+  std::string text(H5Tget_size(stored.get()), '\0');
+  type_handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), text.size());
+  if (H5Aread(a.get(), type.get(), text.data()) < 0) return std::nullopt;
+  text.resize(std::min(text.size(), text.find('\0')));
+  return text;
+}
+
+// "params/w" names a dataset: components separated by '/', none empty, no
+// control characters. A value's name is one component.
+inline std::string name_problem(std::string const& name, bool value = false) {
+  bool control = false;
+  for (char c : name) control = control || static_cast<unsigned char>(c) < 0x20;
+  if (value && name.find('/') != std::string::npos) return "checkpoint: a value's name has no '/': \"" + name + "\"";
+  if (control || name.empty() || name.front() == '/' || name.back() == '/' || name.find("//") != std::string::npos)
+    return "checkpoint: \"" + name + "\" is no dataset name (components separated by '/', none empty)";
+  return {};
+}
+
+// Whether the link `name` exists, its groups included (H5Lexists wants each
+// group on the way to exist).
+inline bool link_exists(hid_t file, std::string const& name) {
+  for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+    if (H5Lexists(file, name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(file, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+// The checksums of every box of a tensor's values, summed over the
+// tensor's ranks: only the first rank of each replica group adds, so every
+// element counts once.
+template <class T>
+std::vector<std::uint64_t> box_checksums(device_mesh const& mesh, bound_layout const& l, tensor_index const& global,
+                                         std::span<T const> local, box_grid const& boxes) {
+  std::vector<std::uint64_t> sums(boxes.mesh.size(), 0);
+  axis_set const replica_axes = axis_set::all(mesh.shape().ndim) - sharding_axes(l);
+  if (group_position(mesh.shape(), replica_axes, mesh.rank()) == 0)
+    add_to_box_checksums(local, mesh.shape(), l, global, mesh.rank(), boxes, sums);
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, mesh.comm().get());
+  return sums;
+}
+
+inline std::uint64_t text_hash(std::string_view text, std::uint64_t more = 0) {
+  shardmesh::detail::fnv1a h;
+  for (char c : text) h.mix(static_cast<unsigned char>(c));
+  return h.mix(more).value;
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+std::uint64_t tensor_hash(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) {
+  shardmesh::detail::fnv1a h;
+  h.mix(text_hash(name)).mix(shardmesh::detail::hash(x.layout())).mix(sizeof(T)).mix(Rank);
+  for (std::size_t d = 0; d < Rank; ++d) h.mix(x.global_extents()[d]);
+  return h.value;
+}
+
+// The rank in `file` of each rank of `part`; empty if some rank of part is
+// not in file. Local (no communication).
+inline std::vector<int> ranks_within(MPI_Comm file, MPI_Comm part) {
+  MPI_Group file_group = MPI_GROUP_NULL, part_group = MPI_GROUP_NULL;
+  MPI_Comm_group(file, &file_group);
+  MPI_Comm_group(part, &part_group);
+  int n = 0;
+  MPI_Group_size(part_group, &n);
+  std::vector<int> mine(static_cast<std::size_t>(n)), theirs(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) mine[static_cast<std::size_t>(i)] = i;
+  MPI_Group_translate_ranks(part_group, n, mine.data(), file_group, theirs.data());
+  MPI_Group_free(&file_group);
+  MPI_Group_free(&part_group);
+  for (int r : theirs)
+    if (r == MPI_UNDEFINED) return {};
+  return theirs;
+}
+
+// Whether a tensor on `part` spans every rank of `file` (then its I/O is collective).
+inline bool spans(device_mesh const& file, device_mesh const& part) {
+  int result = MPI_UNEQUAL;
+  MPI_Comm_compare(file.comm().get(), part.comm().get(), &result);
+  return result == MPI_IDENT || result == MPI_CONGRUENT;
+}
+
+// Checked on the tensor's ranks: the tensor lives on ranks of the checkpoint.
+inline void check_ranks(device_mesh const& file, device_mesh const& part, std::string const& what) {
+  agree_ok<invalid_mesh_error>(part.comm().get(), !ranks_within(file.comm().get(), part.comm().get()).empty(),
+                               "checkpoint: " + what + " is on ranks outside the checkpoint's");
+}
+
+}  // namespace detail
+}  // namespace shardmesh::io
