@@ -29,6 +29,16 @@
 // says whether it stayed within the tolerance. --report FILE writes each
 // step's seconds and, per memory category, the largest peak over the ranks
 // and phases (JSON), for comparing runs with the planner's predictions.
+//
+// --save DIR writes the training state to DIR/state.h5 after the last step
+// (and every --every K steps): parameters and optimizer state in whatever
+// layouts this run keeps them, the step, the samples consumed, the seed and
+// the options that define the run. --resume DIR continues from there under
+// any dp, tp, pp, ZeRO stage and rank count: the run's options come from
+// the checkpoint (giving one that differs is an error), the state is read
+// into this run's layouts and checked bit for bit against the saved one,
+// and the steps go on from the saved step to --steps.
+#include <shardmesh/io/training_state.hpp>
 #include <shardmesh/parallel/memory_report.hpp>
 #include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -42,9 +52,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,24 +76,73 @@ constexpr double check_tolerance = 1e-3;
 
 struct options {
   std::size_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
-  std::string schedule = "1f1b", timeline, report;
+  std::string schedule = "1f1b", timeline, report, save, resume;
+  std::size_t every = 0;
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::string method = "adamw";
   double lr = 3e-3, clip = 1.0, weight_decay = 0.01;
   std::size_t bucket_kib = 64;
   std::uint64_t seed = 1;
   bool micro_given = false, sequence_parallel = false, padded = false, check = false, quiet = false;
+  std::vector<std::string> given;  // the run options given on the command line
 };
 
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+// The options that define a run (model, data, optimizer): saved with its
+// state, and taken from there by a resumed run. f(name, value) with the
+// command-line name.
+template <class Options, class F>
+void for_each_run_option(Options& o, F&& f) {
+  f("vocabulary", o.vocabulary);
+  f("sequence", o.sequence);
+  f("hidden", o.hidden);
+  f("heads", o.heads);
+  f("head-size", o.head_size);
+  f("ffn", o.ffn);
+  f("layers", o.layers);
+  f("optimizer", o.method);
+  f("lr", o.lr);
+  f("clip", o.clip);
+  f("weight-decay", o.weight_decay);
+  f("seed", o.seed);
+  f("global-batch", o.global);
+  f("padded", o.padded);
 }
-std::uint64_t hash(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return mix(mix(mix(a) ^ b) ^ c); }
-double uniform(std::uint64_t a, std::uint64_t b, std::uint64_t c) {  // in [-1, 1)
-  return static_cast<double>(hash(a, b, c) >> 11) * 0x1.0p-52 - 1.0;
+
+template <class T>
+std::string option_text(T const& value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
+}
+
+// "name=value" lines; the global batch as the run uses it.
+std::string run_configuration(options o, std::size_t global_batch) {
+  o.global = global_batch;
+  std::string text;
+  for_each_run_option(o,
+                      [&](char const* name, auto const& value) { text += name + ("=" + option_text(value)) + "\n"; });
+  return text;
+}
+
+// The checkpoint's run options into o; one given on the command line must agree.
+void take_run_options(options& o, std::string const& saved) {
+  std::map<std::string, std::string> values;
+  std::istringstream lines(saved);
+  for (std::string line; std::getline(lines, line);)
+    if (auto const eq = line.find('='); eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
+  for_each_run_option(o, [&](char const* name, auto& value) {
+    auto const at = values.find(name);
+    if (at == values.end()) throw checkpoint_error(std::string("train_gpt: the checkpoint has no option ") + name);
+    if (std::find(o.given.begin(), o.given.end(), name) != o.given.end()) {
+      if (option_text(value) != at->second)
+        throw invalid_option_error(std::string("train_gpt: --") + name + " " + option_text(value) +
+                                   " differs from the checkpoint's " + at->second);
+      return;
+    }
+    std::istringstream in(at->second);
+    in >> value;
+  });
 }
 
 // Layer-norm gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in).
@@ -95,7 +157,7 @@ parallel::parameter_source initial_values(parallel::gpt_config const& c, std::ui
       double const scale = 1 / std::sqrt(static_cast<double>(extents[0] * (extents.size() == 3 ? extents[1] : 1)));
       std::uint64_t stream = 14695981039346656037ULL;  // FNV-1a of the name
       for (char ch : name) stream = (stream ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
-      for (std::size_t i = 0; i < count; ++i) v[i] = scale * uniform(seed, stream, i);
+      for (std::size_t i = 0; i < count; ++i) v[i] = scale * parallel::counter_random{seed}.uniform(stream, i);
       return v;
     }
     return std::vector<double>{};
@@ -111,8 +173,9 @@ samples make_samples(options const& o, std::size_t step, std::size_t first, std:
   for (std::size_t i = 0; i < count; ++i) {
     std::uint64_t const id = step * 1000003 + first + i;
     auto const v = static_cast<std::uint64_t>(o.vocabulary);
-    std::uint64_t const start = hash(o.seed, id, 0) % v, stride = 1 + hash(o.seed, id, 1) % 4;
-    std::size_t const length = o.padded ? 2 + hash(o.seed, id, 2) % (o.sequence - 1) : o.sequence;
+    parallel::counter_random const random{o.seed};
+    std::uint64_t const start = random.bits(id, 0) % v, stride = 1 + random.bits(id, 1) % 4;
+    std::size_t const length = o.padded ? 2 + random.bits(id, 2) % (o.sequence - 1) : o.sequence;
     for (std::size_t t = 0; t < o.sequence; ++t) {
       s.tokens[i * o.sequence + t] = static_cast<int>((start + stride * t) % v);
       s.targets[i * o.sequence + t] = t + 1 < length ? static_cast<int>((start + stride * (t + 1)) % v) : -1;
@@ -157,6 +220,24 @@ class run {
     }
     return trainer_.step(micro);
   }
+  // The training state into file, replacing the checkpoint there once complete.
+  void save(std::filesystem::path const& file, std::size_t samples, std::string const& configuration) {
+    io::checkpoint_writer out(mesh_, file);
+    io::save_training_state(
+        out, trainer_,
+        {.samples = static_cast<std::int64_t>(samples), .seed = o_.seed, .configuration = configuration});
+    out.write_text("state_digest", std::to_string(io::training_state_digest(trainer_, mesh_)));
+    out.commit();
+  }
+  // The training state from file, checked bit for bit against the saved; the step to go on from.
+  std::size_t resume(std::filesystem::path const& file) {
+    io::checkpoint_reader const in(mesh_, file);
+    io::run_position const at = io::load_training_state(in, trainer_);
+    if (std::to_string(io::training_state_digest(trainer_, mesh_)) != in.text("state_digest"))
+      throw corrupt_checkpoint_error("train_gpt: the state read from " + file.string() + " differs from the saved");
+    return static_cast<std::size_t>(at.step);
+  }
+
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
   [[nodiscard]] parallel::batch_accounting const& batch() const { return batch_; }
   [[nodiscard]] trainer_type const& trainer() const { return trainer_; }
@@ -226,7 +307,8 @@ void draw_timeline(run const& r, std::string const& file) {
 
 // Each step's seconds, and per memory category the largest peak of any
 // phase on any rank (collective: every rank calls it; rank 0 writes).
-void write_report(run const& r, std::vector<double> const& seconds, std::string const& file) {
+void write_report(run const& r, std::size_t first_step, std::vector<double> const& seconds,
+                  std::vector<double> const& losses, std::string const& file) {
   constexpr std::size_t n = memory_category_count;
   std::array<unsigned long long, n> peak{};
   for (auto const& phase : r.trainer().memory().phases)
@@ -234,9 +316,14 @@ void write_report(run const& r, std::vector<double> const& seconds, std::string 
   MPI_Allreduce(MPI_IN_PLACE, peak.data(), static_cast<int>(n), MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   if (r.mesh().rank() != 0) return;
   std::ofstream out(file);
-  out << "{\"step_seconds\": [";
-  for (std::size_t i = 0; i < seconds.size(); ++i) out << (i > 0 ? ", " : "") << seconds[i];
-  out << "],\n \"peak_bytes\": {";
+  out.precision(17);
+  out << "{\"first_step\": " << first_step << ",\n";
+  for (auto const& [key, list] : {std::pair{"step_seconds", &seconds}, std::pair{"losses", &losses}}) {
+    out << " \"" << key << "\": [";
+    for (std::size_t i = 0; i < list->size(); ++i) out << (i > 0 ? ", " : "") << (*list)[i];
+    out << "],\n";
+  }
+  out << " \"peak_bytes\": {";
   for (std::size_t c = 0; c < n; ++c) {
     std::string key(to_string(static_cast<memory_category>(c)));
     std::replace(key.begin(), key.end(), ' ', '_');  // "optimizer_state"
@@ -246,7 +333,7 @@ void write_report(run const& r, std::vector<double> const& seconds, std::string 
   if (!out) throw invalid_option_error("train_gpt: cannot write " + file);
 }
 
-int train(options const& o) {
+int train(options o) {
   auto const ranks = static_cast<std::size_t>([] {
     int n = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -255,6 +342,11 @@ int train(options const& o) {
   if (o.dp * o.pp * o.tp != ranks)
     throw invalid_mesh_error("train_gpt: dp x pp x tp = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
                              std::to_string(ranks) + " ranks");
+  std::filesystem::path const saved = o.resume.empty() ? "" : std::filesystem::path(o.resume) / "state.h5";
+  if (!o.resume.empty())  // the run's options first: they make the model
+    take_run_options(
+        o,
+        io::checkpoint_reader(device_mesh(MPI_COMM_WORLD, mesh_shape{{"ranks", ranks}}), saved).text("configuration"));
   parallel::batch_accounting const batch = accounting(o);
   run distributed(MPI_COMM_WORLD, o, batch, o.pp, o.tp, parallel::to_zero_stage(static_cast<long long>(o.zero)));
   std::optional<run> serial;  // the same global batch on one rank
@@ -263,6 +355,20 @@ int train(options const& o) {
                    parallel::zero_stage::none);
   bool const root = distributed.mesh().rank() == 0;
   parallel::batch_accounting const& b = distributed.batch();
+  std::size_t first = 0;
+  if (!o.resume.empty()) {
+    first = distributed.resume(saved);
+    if (serial) serial->resume(saved);
+    if (root)
+      std::printf("train_gpt: resumed from %s after step %zu, the state equal bit for bit to the saved one\n",
+                  saved.c_str(), first);
+  }
+  std::filesystem::path const to_save = o.save.empty() ? "" : std::filesystem::path(o.save) / "state.h5";
+  if (!o.save.empty()) {
+    std::error_code ignored;  // a folder that cannot be made is the checkpoint's error, on every rank
+    if (root) std::filesystem::create_directories(o.save, ignored);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
   if (root)
     std::printf(
         "train_gpt: %zu ranks, dp=%zu x pp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu micro-steps x %zu "
@@ -272,13 +378,14 @@ int train(options const& o) {
         o.pp > 1 ? (", schedule " + o.schedule + " with " + std::to_string(o.chunks) + " chunk(s) per stage").c_str()
                  : "");
   double worst = 0;
-  std::vector<double> step_seconds;
-  for (std::size_t s = 0; s < o.steps; ++s) {
+  std::vector<double> step_seconds, losses;
+  for (std::size_t s = first; s < o.steps; ++s) {
     MPI_Barrier(MPI_COMM_WORLD);
     double const start = MPI_Wtime();
     auto const r = distributed.step(s);
     double const seconds = MPI_Wtime() - start;
     step_seconds.push_back(seconds);
+    losses.push_back(r.loss);
     double const tokens = static_cast<double>(b.global() * o.sequence);
     std::optional<double> difference;
     if (serial) {
@@ -296,11 +403,15 @@ int train(options const& o) {
       if (difference) std::printf("  vs 1 rank %.1e", *difference);
       std::printf("\n");
     }
-    if (s == 0) print_memory(distributed, "first");
+    if (s == first) print_memory(distributed, "first");
+    if (!o.save.empty() && (s + 1 == o.steps || (o.every > 0 && (s + 1) % o.every == 0))) {
+      distributed.save(to_save, (s + 1) * b.global(), run_configuration(o, b.global()));
+      if (root && !o.quiet) std::printf("saved the state after step %zu to %s\n", s + 1, to_save.c_str());
+    }
   }
   print_memory(distributed, "last");
   if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
-  if (!o.report.empty()) write_report(distributed, step_seconds, o.report);
+  if (!o.report.empty()) write_report(distributed, first, step_seconds, losses, o.report);
   if (!o.check) return 0;
   bool const ok = worst <= check_tolerance;
   if (root)
@@ -347,9 +458,15 @@ int main(int argc, char** argv) {
   app.add_flag("--padded", o.padded, "sequences of random length, padded");
   app.add_flag("--check", o.check, "train on 1 rank alongside and compare the loss curves");
   app.add_flag("--quiet", o.quiet, "no per-step lines");
-  app.add_option("--report", o.report, "write step times and peak memory per category (JSON) to this file");
+  app.add_option("--report", o.report, "write step times, losses and peak memory per category (JSON) to this file");
+  app.add_option("--save", o.save, "write the training state to DIR/state.h5 after the last step");
+  app.add_option("--every", o.every, "and after every K steps")->needs("--save");
+  app.add_option("--resume", o.resume, "continue from DIR/state.h5 (the run's options come from there)");
   CLI11_PARSE(app, argc, argv);
   o.micro_given = app.count("--micro-batch") > 0;
+  for_each_run_option(o, [&](char const* name, auto const&) {
+    if (app.count(std::string("--") + name) > 0) o.given.push_back(name);
+  });
 
   MPI_Init(&argc, &argv);
   int status = 0;

@@ -39,6 +39,7 @@
 #include "shardmesh/ops/softmax.hpp"
 
 #include "shardmesh/parallel/batch.hpp"
+#include "shardmesh/parallel/counter_random.hpp"
 #include "shardmesh/parallel/gpt.hpp"
 #include "shardmesh/parallel/memory_report.hpp"
 #include "shardmesh/parallel/trainer.hpp"

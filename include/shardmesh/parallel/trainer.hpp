@@ -169,6 +169,28 @@ class trainer {
 
   [[nodiscard]] training_options const& options() const { return options_; }
   [[nodiscard]] std::size_t steps() const { return steps_; }
+  // Continues a run from its step `steps` (the optimizer's step count; a
+  // checkpoint's, io/training_state.hpp).
+  void resume_at(std::size_t steps) { steps_ = steps; }
+
+  // visit(name, tensor) for every tensor of the training state this rank
+  // holds, each in the layout its ZeRO stage keeps it: a parameter's stored
+  // value as "parameters/<name>" and its optimizer state tensor i as
+  // "optimizer/<name>/<i>" (zeros before the first step). The names do not
+  // depend on the stage or chunk that holds the parameter, so any other
+  // pipeline finds them. Collective over each tensor's stage mesh when
+  // `visit` is; the same order on every rank of a stage.
+  template <class Visit>
+  void for_each_state(Visit&& visit) {
+    for (Model* chunk : chunks_)
+      for (std::size_t s = 0; s < chunk->stage_count(); ++s)
+        chunk->for_each_parameter_of(s, [&](std::string const& name, auto& p) {
+          visit("parameters/" + name, p.stored());
+          bound_layout const state = state_layouts_for(p.compute_layout(), options_.stage, dp_).state;
+          for (std::size_t i = 0; i < state_tensors(options_.method); ++i)
+            visit("optimizer/" + name + "/" + std::to_string(i), p.optimizer_state(i, state));
+        });
+  }
   [[nodiscard]] std::size_t stages() const { return pp_ == npos ? 1 : mesh_.shape()[pp_].extent; }
   [[nodiscard]] std::size_t stage() const { return pp_ == npos ? 0 : mesh_.coordinates()[pp_]; }
   [[nodiscard]] std::size_t bucket_count() const { return buckets_.size(); }

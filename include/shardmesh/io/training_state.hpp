@@ -1,0 +1,79 @@
+#pragma once
+// A training run's state in a checkpoint, restorable under any dp, tp, pp,
+// ZeRO stage and rank count:
+//
+//   io::checkpoint_writer out(mesh, dir / "state.h5");
+//   io::save_training_state(out, trainer, {.samples = consumed, .seed = seed, .configuration = text});
+//   out.commit();
+//
+//   io::checkpoint_reader in(mesh, dir / "state.h5");
+//   io::run_position const at = io::load_training_state(in, trainer);   // trainer made as for a new run
+//
+// The state is every parameter's value and optimizer state (datasets named
+// by parallel::trainer::for_each_state, each saved from the layout its ZeRO
+// stage keeps it in and read into the layout the new run keeps it in), the
+// optimizer's step count, and where the run stands: samples consumed, the
+// seed of its counter-based random numbers (parallel/counter_random.hpp:
+// with the step, all the random state there is) and its configuration.
+
+#include "shardmesh/io/checkpoint_reader.hpp"
+#include "shardmesh/io/checkpoint_writer.hpp"
+#include "shardmesh/parallel/counter_random.hpp"
+#include "shardmesh/parallel/trainer.hpp"
+#include "shardmesh/tensor/gather.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+namespace shardmesh::io {
+
+struct run_position {
+  std::int64_t step = 0;     // optimizer steps taken
+  std::int64_t samples = 0;  // samples consumed
+  std::uint64_t seed = 0;
+  std::string configuration;  // the application's, as text
+};
+
+// Collective over the checkpoint's ranks. position.step is the trainer's.
+template <class Model>
+void save_training_state(checkpoint_writer& out, parallel::trainer<Model>& trainer, run_position position) {
+  trainer.for_each_state([&](std::string const& name, auto const& x) { out.add(name, x); });
+  out.flush();
+  out.write_value("step", static_cast<std::int64_t>(trainer.steps()));
+  out.write_value("samples", position.samples);
+  out.write_text("seed", std::to_string(position.seed));
+  out.write_text("configuration", position.configuration);
+}
+
+// Collective over the checkpoint's ranks: every state tensor of `trainer`
+// (made as for a new run, in any layout, mesh and ZeRO stage) from `in`,
+// and the step it continues from.
+template <class Model>
+run_position load_training_state(checkpoint_reader const& in, parallel::trainer<Model>& trainer) {
+  trainer.for_each_state([&](std::string const& name, auto const& x) { in.read(name, x); });
+  run_position at{in.value("step"), in.value("samples"), std::stoull(in.text("seed")), in.text("configuration")};
+  trainer.resume_at(static_cast<std::size_t>(at.step));
+  return at;
+}
+
+// A digest of the whole training state, gathered: the same under every
+// layout, mesh and ZeRO stage when the state is the same bit for bit. A
+// resumed run compares its own with the saving run's. Collective over the
+// trainer's mesh.
+template <class Model>
+std::uint64_t training_state_digest(parallel::trainer<Model>& trainer, device_mesh const& mesh) {
+  std::uint64_t digest = 0;  // a sum over tensors: the order stages visit them in does not matter
+  trainer.for_each_state([&](std::string const& name, auto const& x) {
+    auto const whole = gather(x, 0);
+    if (x.mesh().rank() != 0) return;
+    std::uint64_t h = detail::text_hash(name);
+    for (std::size_t i = 0; i < whole.size(); ++i) h = parallel::mix64(h ^ element_bits(whole.data()[i]));
+    digest += h;
+  });
+  MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_SUM, mesh.comm().get());
+  return digest;
+}
+
+}  // namespace shardmesh::io
