@@ -9,12 +9,13 @@ bench_transformer_block, of bench_data_parallel and of bench_pipeline. Transitio
 kind/mesh/from->to/size/implementation; the transformer block's are
 block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation;
 data parallelism's reduce_scatter/size/implementation and dp_step/model/stage;
-pipelines' p2p/size/implementation and pipeline/schedule/m<micro-batches>.
+pipelines' p2p/size/implementation and pipeline/schedule/m<micro-batches>;
+checkpoints' save/size/implementation and load/size/implementation.
 Times are medians over repetitions (rounds); ratios are medians of the ratios
 of runs taken side by side. Each --readme FILE has the part between each pair
 of results markers it holds replaced by the section of those results:
 transition results, transformer block results, gemm results, data parallel results,
-pipeline results.
+pipeline results, checkpoint results.
 """
 import argparse
 import json
@@ -32,7 +33,10 @@ DP_MARKERS = ("<!-- data parallel results begin -->", "<!-- data parallel result
 DP_KINDS = ("reduce_scatter", "dp_step")
 PIPELINE_MARKERS = ("<!-- pipeline results begin -->", "<!-- pipeline results end -->")
 PIPELINE_KINDS = ("p2p", "pipeline")
-SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20}
+CHECKPOINT_MARKERS = ("<!-- checkpoint results begin -->", "<!-- checkpoint results end -->")
+CHECKPOINT_KINDS = ("save", "load")
+SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
+         "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -44,7 +48,8 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS for b in data["benchmarks"]):
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS
+               for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
@@ -409,6 +414,38 @@ def pipeline_section(results):
     return "\n".join(lines) + "\n\n" + "\n".join(p2p) + "\n\n" + "\n".join(rows) + "\n"
 
 
+def checkpoint_section(results):
+    """Save and load bandwidth against hand-written MPI-IO of the same bytes, side by side."""
+    rows = ["| ranks | state | operation | shardmesh ms | MPI-IO ms | shardmesh GB/s | MPI-IO GB/s | shardmesh / MPI-IO "
+            "bandwidth | unverified load / MPI-IO |", "|" + "---|" * 9]
+    ratios = []
+    for key in sorted(results, key=lambda k: (str(k[0]), k[1] == "load", SIZES[k[2]])):
+        ranks, kind, size = key
+        r = results[key]
+        if "shardmesh" not in r or "mpi_io" not in r:
+            continue
+        ratio = 1 / dp_ratio(r["shardmesh"], r["mpi_io"])  # bandwidth: the inverse of the time ratio
+        unverified = 1 / dp_ratio(r["shardmesh_unverified"], r["mpi_io"]) if "shardmesh_unverified" in r else None
+        ratios.append((ranks, kind, size, ratio, unverified))
+        med = lambda impl: statistics.median(x["ms"] for x in r[impl])
+        rows.append(f"| {ranks} | {size} | {kind} | {fmt_ms(med('shardmesh'))} | {fmt_ms(med('mpi_io'))} | "
+                    f"{gbps(SIZES[size], med('shardmesh')):.2f} | {gbps(SIZES[size], med('mpi_io')):.2f} | {ratio:.2f} | "
+                    f"{'' if unverified is None else f'{unverified:.2f}'} |")
+    lines = []
+    for kind, baseline in (("save", "MPI_File_write_at_all"), ("load", "MPI_File_read_at_all")):
+        mine = [x for x in ratios if x[1] == kind]
+        if mine:
+            lines.append(f"- {kind} bandwidth at least 0.8x hand-written {baseline}: {sum(x[3] >= 0.8 for x in mine)} of "
+                         f"{len(mine)} cases; " + ", ".join(f"{size} on {ranks} ranks: {ratio:.2f}x"
+                                                           for ranks, _, size, ratio, _ in mine))
+    unverified = [x for x in ratios if x[4] is not None]
+    if unverified:
+        lines.append(f"- load without checking the checksums at least 0.8x: {sum(x[4] >= 0.8 for x in unverified)} of "
+                     f"{len(unverified)} cases; " + ", ".join(f"{size} on {ranks} ranks: {u:.2f}x"
+                                                              for ranks, _, size, _, u in unverified))
+    return "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n"
+
+
 def replace_between(text, markers, section):
     begin, end = markers
     head, rest = text.split(begin, 1)
@@ -429,7 +466,8 @@ def main():
     block, block_contexts = load_block(args.results)
     dp, dp_contexts = load_data_parallel(args.results)
     pipe, pipe_contexts = load_data_parallel(args.results, PIPELINE_KINDS)
-    if not results and not block and not dp and not pipe:
+    saves, save_contexts = load_data_parallel(args.results, CHECKPOINT_KINDS)
+    if not results and not block and not dp and not pipe and not saves:
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -443,6 +481,9 @@ def main():
         sections[DP_MARKERS] = f"Produced by `{args.command}` on {machine(dp_contexts)}.\n\n{data_parallel_section(dp)}"
     if pipe:
         sections[PIPELINE_MARKERS] = f"Produced by `{args.command}` on {machine(pipe_contexts)}.\n\n{pipeline_section(pipe)}"
+    if saves:
+        sections[CHECKPOINT_MARKERS] = (f"Produced by `{args.command}` on {machine(save_contexts)}.\n\n"
+                                        f"{checkpoint_section(saves)}")
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -455,7 +496,7 @@ def main():
         with open(path) as f:
             readme = f.read()
         if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
-                                                                           PIPELINE_MARKERS)):
+                                                                           PIPELINE_MARKERS, CHECKPOINT_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

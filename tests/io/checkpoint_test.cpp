@@ -249,6 +249,11 @@ TEST_CASE("a bad checkpoint or a bad request is the same typed error on every ra
                             std::to_string(owner(mesh.shape(), bind(mesh.shape(), rows), {ranks + 3, 5}, {1, 2}).rank);
     for (layout const& l : matrix_layouts(mesh.shape()))
       require_throws<corrupt_checkpoint_error>([&] { (void)in.read<double, 2>("m", l); }, box);
+    // Unless the reader was told not to look: then the changed value comes through.
+    matrix const unchecked = gather(io::checkpoint_reader(mesh, good, {.verify = false}).read<double, 2>("m", rows));
+    CHECK(unchecked(1, 2) != values(1, 2));
+    unchecked(1, 2) = values(1, 2);
+    CHECK(equal(unchecked, values));
   }
 
   SECTION("a save that does not commit leaves the previous checkpoint and no other file") {

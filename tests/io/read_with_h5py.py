@@ -28,8 +28,6 @@ import sys
 import h5py  # Debian's python3-h5py, in the toolchain's packages
 import numpy as np
 
-KEY_BASE = 0x9E3779B97F4A7C15  # io::key_base
-KEY_STEP = 0xD1B54A32D192ED02  # io::key_step
 WORD = 2**64
 
 
@@ -114,24 +112,29 @@ def held(dim, extent, mesh, coordinates):
 
 
 def box_checksums(values, dims, mesh):
-    """One checksum per rank of the mesh: the sum over the shard that rank
-    wrote (the first rank of each replica group) of key(position) * bits,
-    modulo 2^64; 0 for the other ranks."""
+    """Two sums per rank of the mesh over the 32-bit words of the shard that
+    rank wrote (the first rank of each replica group): of the words, and of
+    word position times word, modulo 2^64; zeros for the other ranks."""
     shape = values.shape
     bits = values.view(f"<u{values.dtype.itemsize}").reshape(-1)
+    words = max(1, values.dtype.itemsize // 4)
     strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
     sharding = {a for _, _, axes in dims for a in axes}
     sums, covered = [], np.zeros(values.size, dtype=np.int64)
     for coordinates in itertools.product(*[range(extent) for _, extent in mesh]):  # rank order: row-major
         if any(coordinates[a] != 0 for a in range(len(mesh)) if a not in sharding):
-            sums.append(0)  # a copy: its box is written by the rank at 0 on these axes
+            sums.append([0, 0])  # a copy: its box is written by the rank at 0 on these axes
             continue
-        total = 0
+        total = total_words = 0
         for index in itertools.product(*[held(dims[d], shape[d], mesh, coordinates) for d in range(len(shape))]):
             position = sum(i * s for i, s in zip(index, strides))
             covered[position] += 1
-            total += (KEY_BASE + KEY_STEP * position) * int(bits[position])
-        sums.append(total % WORD)
+            element = int(bits[position])
+            for j in range(words):  # little-endian 32-bit words, one for elements under 4 bytes
+                word = (element >> (32 * j)) & 0xFFFFFFFF
+                total_words += word
+                total += (position * words + j) * word
+        sums.append([total_words % WORD, total % WORD])
     check((covered == 1).all(), "the shards of the saved layout tile the array: every element in exactly one box")
     return sums
 
@@ -169,11 +172,11 @@ def check_dataset(f, directory, entry, mesh_notation):
     check(len(dims) == len(shape), f"{name}: layout {layout!r} has {len(dims)} dimensions, the dataset {len(shape)}")
     stored = d.attrs["box_checksums"]
     boxes = int(np.prod([extent for _, extent in mesh]))
-    check(stored.dtype == np.dtype("<u8") and stored.shape == (boxes,),
-          f"{name}: box_checksums {stored.dtype}{stored.shape}, expected uint64 ({boxes},)")
+    check(stored.dtype == np.dtype("<u8") and stored.shape == (boxes, 2),
+          f"{name}: box_checksums {stored.dtype}{stored.shape}, expected uint64 ({boxes}, 2)")
     expected = box_checksums(values, dims, mesh)
-    check([int(s) for s in stored] == expected,
-          f"{name}: box_checksums {[hex(int(s)) for s in stored]}, recomputed {[hex(s) for s in expected]}")
+    check([[int(s) for s in box] for box in stored] == expected,
+          f"{name}: box_checksums {stored.tolist()}, recomputed {expected}")
     return boxes
 
 

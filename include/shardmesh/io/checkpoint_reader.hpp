@@ -10,8 +10,8 @@
 // their copy, a partial layout's values go to its first rank on the partial
 // axes and are spread by the algebra's plan), and the sum of what the
 // first replicas read is checked against every saved box's checksum.
-// Reads of a tensor on all the reader's ranks are collective; a tensor on
-// a submesh (a pipeline stage) reads alone, independently.
+// Each rank reads its own pieces independently, so a tensor on a submesh
+// (a pipeline stage) reads on its ranks alone.
 
 #include "shardmesh/algebra/notation.hpp"
 #include "shardmesh/io/detail/checkpoint_support.hpp"
@@ -33,10 +33,17 @@
 
 namespace shardmesh::io {
 
+struct read_options {
+  // Check every box's checksums (a pass over the data as it is read). Off
+  // only for storage trusted not to change a byte.
+  bool verify = true;
+};
+
 class checkpoint_reader {
  public:
   // Collective: opens the checkpoint at `path` for reading.
-  checkpoint_reader(device_mesh const& mesh, std::filesystem::path path) : mesh_(mesh), path_(std::move(path)) {
+  checkpoint_reader(device_mesh const& mesh, std::filesystem::path path, read_options options = {})
+      : mesh_(mesh), path_(std::move(path)), options_(options) {
     detail::quiet_errors const quiet;
     std::error_code ignored;
     detail::agree_ok(comm(), std::filesystem::exists(path_, ignored),
@@ -166,7 +173,7 @@ class checkpoint_reader {
   // The layout and mesh a dataset was saved under, and its box checksums.
   struct saved_boxes {
     box_grid grid;
-    std::vector<std::uint64_t> sums;
+    std::vector<box_sum> sums;
   };
 
   saved_boxes saved(std::string const& name, hid_t dataset, std::size_t rank, MPI_Comm over) const {
@@ -180,7 +187,7 @@ class checkpoint_reader {
       out.sums.resize(m.value.size());
       detail::attribute_handle const a(H5Aopen(dataset, "box_checksums", H5P_DEFAULT));
       detail::space_handle const space(H5Aget_space(a.get()));
-      ok = H5Sget_simple_extent_npoints(space.get()) == static_cast<hssize_t>(out.sums.size()) &&
+      ok = H5Sget_simple_extent_npoints(space.get()) == static_cast<hssize_t>(2 * out.sums.size()) &&
            H5Aread(a.get(), H5T_NATIVE_UINT64, out.sums.data()) >= 0;
     }
     detail::agree_ok(over, ok,
@@ -207,23 +214,35 @@ class checkpoint_reader {
                 : x.local();
     auto const host = Kokkos::create_mirror_view(Kokkos::WithoutInitializing, local);
 
+    // Piece by piece: read, then checksummed while it is in the cache.
     std::array<hsize_t, Rank> local_dims{};
     for (std::size_t d = 0; d < Rank; ++d) local_dims[d] = local.extent(d);
+    std::size_t const rows = local_dims[0], row_bytes = detail::row_bytes(sizeof(T), local_dims);
+    std::size_t const pieces = detail::piece_count(rows, row_bytes);
+    bool const counts = detail::counts_its_shard(mesh.shape(), b, mesh.rank());
+    std::vector<box_sum> sums(boxes.sums.size());
     detail::space_handle const file_space(H5Dget_space(dataset));
-    detail::space_handle const memory_space(H5Screate_simple(Rank, local_dims.data(), nullptr));
-    if (detail::select_shard(file_space.get(), mesh.shape(), b, global, mesh.rank()) == 0)
-      H5Sselect_none(memory_space.get());
     detail::type_handle const type(detail::native_type<T>());
-    detail::properties_handle const dxpl = detail::transfer(detail::spans(mesh_, mesh));
-    static T nothing{};  // a buffer for ranks that read nothing
-    herr_t const status = H5Dread(dataset, type.get(), memory_space.get(), file_space.get(), dxpl.get(),
-                                  host.size() > 0 ? host.data() : &nothing);
-    detail::agree_ok<corrupt_checkpoint_error>(over, status >= 0,
-                                               "checkpoint: reading the dataset \"" + name + "\" failed");
-
-    std::vector<std::uint64_t> const sums =
-        detail::box_checksums(mesh, b, global, std::span<T const>(host.data(), host.size()), boxes.grid);
-    std::size_t bad = 0;
+    detail::properties_handle const dxpl = detail::independent_transfer();
+    static T nothing{};  // a buffer for pieces of no elements
+    bool ok = true;
+    for (std::size_t k = 0; k < pieces; ++k) {
+      interval const piece = detail::piece_rows(k, rows, row_bytes);
+      std::array<hsize_t, Rank> piece_dims = local_dims;
+      piece_dims[0] = piece.size();
+      detail::space_handle const memory_space(H5Screate_simple(Rank, piece_dims.data(), nullptr));
+      if (detail::select_shard(file_space.get(), mesh.shape(), b, global, mesh.rank(), piece) == 0)
+        H5Sselect_none(memory_space.get());
+      T* const at =
+          host.size() > 0 && piece.size() > 0 ? host.data() + piece.begin * (row_bytes / sizeof(T)) : &nothing;
+      ok = H5Dread(dataset, type.get(), memory_space.get(), file_space.get(), dxpl.get(), at) >= 0 && ok;
+      if (options_.verify && counts && at != &nothing)
+        add_to_box_checksums(std::span<T const>(at, piece.size() * (row_bytes / sizeof(T))), mesh.shape(), b, global,
+                             mesh.rank(), piece, boxes.grid, sums);
+    }
+    detail::agree_ok<corrupt_checkpoint_error>(over, ok, "checkpoint: reading the dataset \"" + name + "\" failed");
+    if (options_.verify) detail::sum_up(over, sums);
+    std::size_t bad = options_.verify ? 0 : sums.size();
     while (bad < sums.size() && sums[bad] == boxes.sums[bad]) ++bad;
     detail::agree_ok<corrupt_checkpoint_error>(over, bad == sums.size(),
                                                "checkpoint: the dataset \"" + name + "\" in " + path_.string() +
@@ -236,6 +255,7 @@ class checkpoint_reader {
 
   device_mesh mesh_;
   std::filesystem::path path_;
+  read_options options_;
   detail::file_handle file_;
 };
 

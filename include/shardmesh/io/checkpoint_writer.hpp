@@ -44,44 +44,44 @@ namespace detail {
 // What every rank of the checkpoint learns of a queued dataset.
 struct dataset_description {
   std::string name, element, layout, mesh;
-  std::vector<std::uint64_t> extents, sums;
-  int owner = 0;  // the checkpoint rank of the tensor mesh's rank 0: tells apart tensors of one name
+  std::vector<std::uint64_t> extents;
+  std::size_t boxes = 0;  // ranks of its mesh: one checksum each
+  int owner = 0;          // the checkpoint rank of the tensor mesh's rank 0: tells apart tensors of one name
 
   [[nodiscard]] std::string line() const {
     std::ostringstream out;
-    out << name << '\t' << element << '\t' << layout << '\t' << mesh << '\t' << owner;
-    for (auto const* list : {&extents, &sums}) {
-      out << '\t';
-      for (std::size_t i = 0; i < list->size(); ++i) out << (i ? "," : "") << (*list)[i];
-    }
+    out << name << '\t' << element << '\t' << layout << '\t' << mesh << '\t' << boxes << '\t' << owner << '\t';
+    for (std::size_t i = 0; i < extents.size(); ++i) out << (i ? "," : "") << extents[i];
     return out.str();
   }
   static dataset_description parse(std::string const& line) {
     std::istringstream in(line);
     dataset_description d;
-    std::string owner, extents, sums;
+    std::string boxes, owner, extents;
     std::getline(in, d.name, '\t');
     std::getline(in, d.element, '\t');
     std::getline(in, d.layout, '\t');
     std::getline(in, d.mesh, '\t');
+    std::getline(in, boxes, '\t');
     std::getline(in, owner, '\t');
     std::getline(in, extents, '\t');
-    std::getline(in, sums, '\t');
+    d.boxes = std::stoull(boxes);
     d.owner = std::stoi(owner);
-    for (auto [text, list] : {std::pair{&extents, &d.extents}, std::pair{&sums, &d.sums}}) {
-      std::istringstream items(*text);
-      for (std::string item; std::getline(items, item, ',');) list->push_back(std::stoull(item));
-    }
+    std::istringstream items(extents);
+    for (std::string item; std::getline(items, item, ',');) d.extents.push_back(std::stoull(item));
     return d;
   }
 };
 
-// This rank's part of a queued dataset.
+// This rank's part of a queued dataset: its shard, written in pieces of rows
+// (detail::piece_rows) by the first rank of its replica group.
 struct dataset_part {
   dataset_description description;
-  std::vector<hsize_t> local_extents;        // of the shard
-  std::function<std::size_t(hid_t)> select;  // selects the shard in the file space, if this rank writes it
-  std::shared_ptr<void const> data;          // the shard on the host, kept alive until written
+  std::vector<hsize_t> local_extents;  // of the shard
+  bool writes = false;
+  std::function<std::size_t(hid_t, interval)> select;             // rows of the shard in the file space
+  std::function<void(interval, std::vector<box_sum>&)> checksum;  // adds rows into the box sums
+  std::shared_ptr<unsigned char const> data;                      // the shard on the host, until written
 };
 
 // Every rank's text, concatenated in rank order, on every rank.
@@ -161,7 +161,7 @@ class checkpoint_writer {
     bound_layout const b = y.bound();
     tensor_index const global = y.global_extents();
     auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, y.local());
-    std::span<T const> const local(host.data(), host.size());
+    std::size_t const rank = y.mesh().rank();
 
     detail::dataset_part part;
     part.description = {name,
@@ -169,17 +169,20 @@ class checkpoint_writer {
                         std::string(to_string(values).view()),
                         std::string(to_string(shape).view()),
                         std::vector<std::uint64_t>(global.begin(), global.begin() + Rank),
-                        detail::box_checksums(y.mesh(), b, global, local, box_grid{shape, b}),
+                        shape.size(),
                         detail::ranks_within(comm(), tensor_comm).front()};
-    for (std::size_t d = 0; d < Rank; ++d) part.local_extents.push_back(y.local().extent(d));
-    // One writer per replica group.
-    axis_set const replica_axes = axis_set::all(shape.ndim) - sharding_axes(b);
-    bool const writes = group_position(shape, replica_axes, y.mesh().rank()) == 0;
-    std::size_t const rank = y.mesh().rank();
-    part.select = [writes, shape, b, global, rank](hid_t space) {
-      return writes ? detail::select_shard(space, shape, b, global, rank) : 0;
+    for (std::size_t d = 0; d < Rank; ++d) part.local_extents.push_back(host.extent(d));
+    part.writes = detail::counts_its_shard(shape, b, rank);  // one writer per replica group
+    part.select = [shape, b, global, rank](hid_t space, interval rows) {
+      return detail::select_shard(space, shape, b, global, rank, rows);
     };
-    part.data = std::shared_ptr<void const>(host.data(), [keep = host](void const*) {});
+    std::size_t const row = detail::row_bytes(1, part.local_extents);  // elements
+    part.checksum = [host, shape, b, global, rank, row](interval rows, std::vector<box_sum>& sums) {
+      std::span<T const> const piece(host.data() + rows.begin * row, rows.size() * row);
+      add_to_box_checksums(piece, shape, b, global, rank, rows, box_grid{shape, b}, sums);
+    };
+    part.data = std::shared_ptr<unsigned char const>(reinterpret_cast<unsigned char const*>(host.data()),
+                                                     [keep = host](unsigned char const*) {});
     queued_.push_back(std::move(part));
   }
 
@@ -254,26 +257,35 @@ class checkpoint_writer {
         H5Dcreate2(file_.get(), d.name.c_str(), type.get(), file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
     detail::agree_ok(comm(), dataset.valid(), "checkpoint: cannot create the dataset \"" + d.name + "\"");
 
-    std::vector<hsize_t> const local = part ? part->local_extents : std::vector<hsize_t>(dims.size(), 0);
-    detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));
-    if (!part || part->select(file_space.get()) == 0) {
-      H5Sselect_none(file_space.get());
-      H5Sselect_none(memory_space.get());
+    // Piece by piece: checksummed, then written while it is in the cache.
+    std::vector<box_sum> sums(d.boxes);
+    bool ok = true;
+    if (part != nullptr && part->writes) {
+      std::vector<hsize_t> local = part->local_extents;
+      std::size_t const rows = local[0], row_bytes = detail::row_bytes(H5Tget_size(type.get()), local);
+      detail::properties_handle const dxpl = detail::independent_transfer();
+      for (std::size_t k = 0; k < detail::piece_count(rows, row_bytes); ++k) {
+        interval const piece = detail::piece_rows(k, rows, row_bytes);
+        local[0] = piece.size();
+        if (row_bytes == 0 || part->select(file_space.get(), piece) == 0) continue;
+        detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));
+        part->checksum(piece, sums);
+        ok = H5Dwrite(dataset.get(), type.get(), memory_space.get(), file_space.get(), dxpl.get(),
+                      part->data.get() + piece.begin * row_bytes) >= 0 &&
+             ok;
+      }
     }
-    static char const nothing = 0;  // a buffer for ranks that write nothing
-    detail::properties_handle const dxpl = detail::transfer(true);
-    herr_t const status = H5Dwrite(dataset.get(), type.get(), memory_space.get(), file_space.get(), dxpl.get(),
-                                   part ? part->data.get() : &nothing);
-    detail::agree_ok(comm(), status >= 0, "checkpoint: writing the dataset \"" + d.name + "\" failed");
+    detail::agree_ok(comm(), ok, "checkpoint: writing the dataset \"" + d.name + "\" failed");
+    detail::sum_up(comm(), sums);
 
     detail::write_text_attribute(dataset.get(), "layout", d.layout);
     detail::write_text_attribute(dataset.get(), "mesh", d.mesh);
     detail::write_text_attribute(dataset.get(), "element_type", d.element);
-    hsize_t const boxes = d.sums.size();
-    detail::space_handle const sums_space(H5Screate_simple(1, &boxes, nullptr));
+    hsize_t const boxes[2] = {sums.size(), 2};  // per box: words, weighted
+    detail::space_handle const sums_space(H5Screate_simple(2, boxes, nullptr));
     detail::attribute_handle const a(
         H5Acreate2(dataset.get(), "box_checksums", H5T_STD_U64LE, sums_space.get(), H5P_DEFAULT, H5P_DEFAULT));
-    detail::agree_ok(comm(), H5Awrite(a.get(), H5T_NATIVE_UINT64, d.sums.data()) >= 0,
+    detail::agree_ok(comm(), H5Awrite(a.get(), H5T_NATIVE_UINT64, sums.data()) >= 0,
                      "checkpoint: writing the attributes of \"" + d.name + "\" failed");
   }
 

@@ -68,9 +68,8 @@ std::uint64_t training_state_digest(parallel::trainer<Model>& trainer, device_me
   trainer.for_each_state([&](std::string const& name, auto const& x) {
     auto const whole = gather(x, 0);
     if (x.mesh().rank() != 0) return;
-    std::uint64_t h = detail::text_hash(name);
-    for (std::size_t i = 0; i < whole.size(); ++i) h = parallel::mix64(h ^ element_bits(whole.data()[i]));
-    digest += h;
+    box_sum const sums = run_checksum(whole.data(), whole.size(), 0);
+    digest += parallel::mix64(detail::text_hash(name) ^ parallel::mix64(sums.words ^ parallel::mix64(sums.weighted)));
   });
   MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_SUM, mesh.comm().get());
   return digest;

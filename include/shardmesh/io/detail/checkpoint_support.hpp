@@ -40,9 +40,13 @@ inline properties_handle file_access(device_mesh const& mesh, bool collective_me
   return fapl;
 }
 
-inline properties_handle transfer(bool collective) {
+// Raw data moves with independent I/O: each rank reads or writes its own
+// pieces without waiting for the others (collective calls, one per piece,
+// made every rank wait for the slowest, and measured slower here; the
+// metadata, datasets and attributes, stays collective).
+inline properties_handle independent_transfer() {
   properties_handle dxpl(H5Pcreate(H5P_DATASET_XFER));
-  H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
+  H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_INDEPENDENT);
   return dxpl;
 }
 
@@ -87,18 +91,22 @@ inline bool link_exists(hid_t file, std::string const& name) {
   return H5Lexists(file, name.c_str(), H5P_DEFAULT) > 0;
 }
 
-// The checksums of every box of a tensor's values, summed over the
-// tensor's ranks: only the first rank of each replica group adds, so every
-// element counts once.
-template <class T>
-std::vector<std::uint64_t> box_checksums(device_mesh const& mesh, bound_layout const& l, tensor_index const& global,
-                                         std::span<T const> local, box_grid const& boxes) {
-  std::vector<std::uint64_t> sums(boxes.mesh.size(), 0);
-  axis_set const replica_axes = axis_set::all(mesh.shape().ndim) - sharding_axes(l);
-  if (group_position(mesh.shape(), replica_axes, mesh.rank()) == 0)
-    add_to_box_checksums(local, mesh.shape(), l, global, mesh.rank(), boxes, sums);
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, mesh.comm().get());
-  return sums;
+// Whether this rank counts its shard's elements into the box checksums:
+// the first rank of each replica group does, so every element counts once.
+inline bool counts_its_shard(mesh_shape const& mesh, bound_layout const& l, std::size_t rank) {
+  return group_position(mesh, axis_set::all(mesh.ndim) - sharding_axes(l), rank) == 0;
+}
+
+// Bytes of one index of dimension 0 in a shard of these local extents.
+inline std::size_t row_bytes(std::size_t element_bytes, std::span<hsize_t const> local) {
+  std::size_t n = element_bytes;
+  for (std::size_t d = 1; d < local.size(); ++d) n *= local[d];
+  return n;
+}
+
+inline void sum_up(MPI_Comm comm, std::vector<box_sum>& sums) {
+  static_assert(sizeof(box_sum) == 2 * sizeof(std::uint64_t));
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(2 * sums.size()), MPI_UINT64_T, MPI_SUM, comm);
 }
 
 inline std::uint64_t text_hash(std::string_view text, std::uint64_t more = 0) {
@@ -131,13 +139,6 @@ inline std::vector<int> ranks_within(MPI_Comm file, MPI_Comm part) {
   for (int r : theirs)
     if (r == MPI_UNDEFINED) return {};
   return theirs;
-}
-
-// Whether a tensor on `part` spans every rank of `file` (then its I/O is collective).
-inline bool spans(device_mesh const& file, device_mesh const& part) {
-  int result = MPI_UNEQUAL;
-  MPI_Comm_compare(file.comm().get(), part.comm().get(), &result);
-  return result == MPI_IDENT || result == MPI_CONGRUENT;
 }
 
 // Checked on the tensor's ranks: the tensor lives on ranks of the checkpoint.

@@ -8,13 +8,14 @@
 // hyperslabs. HDF5 walks a selection in row-major order of the global
 // array, and a shard's local row-major order is the same order (to_global
 // increases with the local index), so the local buffer maps onto the
-// selection element by element.
+// selection element by element, and so does any range of its rows.
 
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/io/detail/hdf5.hpp"
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <vector>
@@ -29,34 +30,45 @@ struct run {
   hsize_t block = 0;
 };
 
-// The runs of global indices that coordinates c hold of one dimension.
-// Postcondition: their blocks add up to local_extent(mesh, dim, extent, c).
+// The runs of global indices that coordinates c hold at the local indices
+// `part` of one dimension. Postcondition: their blocks add up to part.size().
+// Precondition: part lies in [0, local_extent(mesh, dim, extent, c)).
 [[nodiscard]] inline std::vector<run> runs_of(mesh_shape const& mesh, bound_dim const& dim, std::size_t extent,
-                                              mesh_coordinates const& c) {
-  std::size_t const n = local_extent(mesh, dim, extent, c);
-  if (n == 0) return {};
-  std::size_t const first = to_global(mesh, dim, extent, c, 0);
-  if (dim.dist == distribution::block) return {run{first, 1, 1, n}};
+                                              mesh_coordinates const& c, interval part) {
+  if (part.size() == 0) return {};
+  auto const global = [&](std::size_t i) { return to_global(mesh, dim, extent, c, i); };
+  if (dim.dist == distribution::block) return {run{global(part.begin), 1, 1, part.size()}};
+  // Cyclic: a short head up to a block boundary, whole blocks, a short tail.
   std::size_t const b = dim.block_size;
-  std::size_t const full = n / b;  // whole blocks; the rest is the short last block
   std::vector<run> runs;
-  if (full > 0) runs.push_back(run{first, shard_count(mesh, dim) * b, full, b});
-  if (n % b != 0) runs.push_back(run{to_global(mesh, dim, extent, c, full * b), 1, 1, n % b});
+  std::size_t i = part.begin;
+  if (i % b != 0) {
+    std::size_t const n = std::min(b - i % b, part.end - i);
+    runs.push_back(run{global(i), 1, 1, n});
+    i += n;
+  }
+  if (std::size_t const whole = (part.end - i) / b; whole > 0) {
+    runs.push_back(run{global(i), shard_count(mesh, dim) * b, whole, b});
+    i += whole * b;
+  }
+  if (i < part.end) runs.push_back(run{global(i), 1, 1, part.end - i});
   return runs;
 }
 
-// Selects in `space` (the global dataset's) the elements rank holds under l;
-// nothing if it holds none. Returns the number selected.
+// Selects in `space` (the global dataset's) the elements that rank holds
+// under l at local indices `rows` of dimension 0 (every index of the
+// others); nothing if there are none. Returns the number selected.
 inline std::size_t select_shard(hid_t space, mesh_shape const& mesh, bound_layout const& l, tensor_index const& global,
-                                std::size_t rank) {
+                                std::size_t rank, interval rows) {
   H5Sselect_none(space);
   mesh_coordinates const c = coordinates_of(mesh, rank);
   std::vector<std::vector<run>> per_dim;
   std::size_t total = 1;
   for (std::size_t d = 0; d < l.rank; ++d) {
-    per_dim.push_back(runs_of(mesh, l.dims[d], global[d], c));
+    interval const part = d == 0 ? rows : interval{0, local_extent(mesh, l.dims[d], global[d], c)};
+    per_dim.push_back(runs_of(mesh, l.dims[d], global[d], c, part));
     if (per_dim.back().empty()) return 0;
-    total *= local_extent(mesh, l.dims[d], global[d], c);
+    total *= part.size();
   }
   // Every combination of one run per dimension, OR-ed together.
   std::vector<std::size_t> pick(l.rank, 0);
@@ -74,6 +86,23 @@ inline std::size_t select_shard(hid_t space, mesh_shape const& mesh, bound_layou
     while (d-- > 0 && ++pick[d] == per_dim[d].size()) pick[d] = 0;
     if (d == static_cast<std::size_t>(-1)) return total;
   }
+}
+
+// A shard moves through the file in pieces of whole rows (dimension 0) of
+// about this many bytes: each piece is checksummed while it is in the cache
+// and written, or read and checksummed, before the next.
+inline constexpr std::size_t piece_bytes = std::size_t{8} << 20;
+
+// The local rows of piece k of a shard with `rows` rows of `row_bytes`
+// bytes; empty past the last piece.
+[[nodiscard]] inline interval piece_rows(std::size_t k, std::size_t rows, std::size_t row_bytes) {
+  std::size_t const per_piece = std::max<std::size_t>(1, piece_bytes / std::max<std::size_t>(1, row_bytes));
+  return {std::min(k * per_piece, rows), std::min((k + 1) * per_piece, rows)};
+}
+
+[[nodiscard]] inline std::size_t piece_count(std::size_t rows, std::size_t row_bytes) {
+  std::size_t const per_piece = std::max<std::size_t>(1, piece_bytes / std::max<std::size_t>(1, row_bytes));
+  return (rows + per_piece - 1) / per_piece;
 }
 
 }  // namespace shardmesh::io::detail
