@@ -23,7 +23,6 @@
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
