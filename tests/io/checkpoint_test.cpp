@@ -8,9 +8,12 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <vector>
 
 using namespace shardmesh;
 
@@ -94,6 +97,30 @@ void require_throws(F&& f, std::string const& contains) {
 }
 
 }  // namespace
+
+TEST_CASE("every word-sum kernel this processor runs gives the checksum's formula", "[io]") {
+  // Lengths across the kernels' lanes (16) and blocks (256 steps of 16
+  // words), of words from a generator and of words with every bit set (the
+  // largest 32-bit block sums).
+  std::vector<std::uint32_t> words(3 * 4096 + 40);
+  std::uint64_t state = 7;
+  for (std::uint32_t& w : words) w = static_cast<std::uint32_t>((state = state * 6364136223846793005U + 1) >> 32);
+  std::vector<std::uint32_t> const ones(words.size(), 0xFFFFFFFFU);
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n < 40; ++n) lengths.push_back(n);
+  for (std::size_t n : {4095, 4096, 4097, 4111, 8192, 8209, 3 * 4096 + 39}) lengths.push_back(n);
+  for (io::detail::word_sums_kernel const kernel : io::detail::word_sums_kernels())
+    for (std::vector<std::uint32_t> const* data : std::array<std::vector<std::uint32_t> const*, 2>{&words, &ones})
+      for (std::size_t const n : lengths) {
+        io::box_sum expected;
+        for (std::size_t i = 0; i < n; ++i) {
+          expected.words += (*data)[i];
+          expected.weighted += i * std::uint64_t{(*data)[i]};
+        }
+        CAPTURE(n, data == &ones);
+        CHECK(kernel(data->data(), n) == expected);
+      }
+}
 
 TEST_CASE("every layout pair of a matrix survives a checkpoint on 1-D and 2-D meshes", "[io]") {
   test::scratch_dir const dir("shardmesh-io-pairs");
@@ -185,6 +212,53 @@ std::size_t data_offset(std::filesystem::path const& path, char const* name) {
 }
 
 }  // namespace
+
+TEST_CASE("shards of several pieces are moved, checksummed and checked piece by piece", "[io]") {
+  // Rows of 40 x 30 doubles (9600 bytes): a shard of whole rows is at least
+  // two checksummed pieces, and its trailing dimensions join each run.
+  test::scratch_dir const dir("shardmesh-io-pieces");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
+  tensor_index const extents{ranks * 150 + 7, 40, 30};
+  REQUIRE(150 * 40 * 30 * sizeof(double) > io::detail::checked_piece_bytes);
+  Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace> values("values", extents[0], extents[1], extents[2]);
+  std::iota(values.data(), values.data() + values.size(), -1000.25);
+  std::vector<layout> const layouts{
+      layout{shard("a"), replicated, replicated}, layout{replicated, shard("a"), replicated},
+      layout{replicated, replicated, cyclic(2, "a")}, layout{cyclic(3, "a"), replicated, replicated}};
+  auto const equals_values = [&](auto const& x) {
+    auto const back = gather(x);
+    return std::equal(back.data(), back.data() + back.size(), values.data());
+  };
+  for (std::size_t f = 0; f < layouts.size(); ++f) {
+    INFO("saved as " << to_string(layouts[f]).view());
+    std::filesystem::path const path = dir / ("saved" + std::to_string(f) + ".h5");
+    {
+      io::checkpoint_writer out(mesh, path);
+      out.write("x", distribute(mesh, layouts[f], values));
+      out.commit();
+    }
+    for (layout const& to : layouts) {
+      INFO("read as " << to_string(to).view());
+      CHECK(equals_values(io::checkpoint_reader(mesh, path).read<double, 3>("x", to)));
+      CHECK(equals_values(io::checkpoint_reader(mesh, path, {.verify = false}).read<double, 3>("x", to)));
+    }
+  }
+  // A byte changed in the last row, past the first piece of any shard.
+  std::filesystem::path const path = dir / "saved0.h5";
+  on_rank_zero([&] {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::size_t const at = data_offset(path, "x") + (values.size() - 5) * sizeof(double) + 6;
+    f.seekg(static_cast<std::streamoff>(at));
+    char byte = 0;
+    f.get(byte);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(byte ^ 0x01));
+  });
+  for (layout const& to : layouts)
+    require_throws<corrupt_checkpoint_error>([&] { (void)io::checkpoint_reader(mesh, path).read<double, 3>("x", to); },
+                                             "the box saved by rank " + std::to_string(ranks - 1));
+}
 
 TEST_CASE("a bad checkpoint or a bad request is the same typed error on every rank", "[io]") {
   test::scratch_dir const dir("shardmesh-io-errors");

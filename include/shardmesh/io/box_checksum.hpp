@@ -18,11 +18,13 @@
 // swapping two different words changes `weighted` by (q - r) * (w_r - w_q),
 // nonzero modulo 2^64 whenever |q - r| < 2^32 (datasets under 16 GiB). Two
 // additions per word, in independent lanes that vector units run side by
-// side: the sums run near memory speed. Host memory, no communication.
+// side, as wide as the processor has (detail::word_sums). Host memory, no
+// communication.
 
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +52,83 @@ struct box_sum {
 // host compilers nvcc uses, know this attribute).
 using aliasing_word = std::uint32_t __attribute__((__may_alias__));
 
+namespace detail {
+
+// The sums of `count` consecutive words, their positions counted from the
+// first. Lane j of 16 adds words j, j + 16, j + 32, ...: s1 their sum, s2
+// the sum of the running s1, so that the sum of m * w over a lane's M words
+// is M s1 - s2. Within blocks of 256 steps the lanes add each word's two
+// 16-bit halves in 32-bit sums (after 256 steps s2 is at most
+// 256 * 257 / 2 * (2^16 - 1) < 2^32), which vector units add 4, 8 or 16 at a
+// time without widening; each block then joins the 64-bit sums.
+[[gnu::always_inline]] inline box_sum word_sums_body(void const* data, std::size_t count) {
+  auto const* words = static_cast<aliasing_word const*>(data);
+  constexpr std::size_t lanes = 16, block = 256;
+  std::size_t const steps = count / lanes;
+  std::uint64_t s1[lanes] = {}, s2[lanes] = {};
+  for (std::size_t first = 0; first < steps; first += block) {
+    std::size_t const k = std::min(block, steps - first);
+    std::uint32_t low1[lanes] = {}, low2[lanes] = {}, high1[lanes] = {}, high2[lanes] = {};
+    for (std::size_t m = first; m < first + k; ++m)
+      for (std::size_t j = 0; j < lanes; ++j) {
+        std::uint32_t const w = words[lanes * m + j];
+        low1[j] += w & 0xFFFFU;
+        low2[j] += low1[j];
+        high1[j] += w >> 16;
+        high2[j] += high1[j];
+      }
+    for (std::size_t j = 0; j < lanes; ++j) {
+      s2[j] += k * s1[j] + low2[j] + (std::uint64_t{high2[j]} << 16);
+      s1[j] += low1[j] + (std::uint64_t{high1[j]} << 16);
+    }
+  }
+  box_sum r;
+  for (std::size_t j = 0; j < lanes; ++j) {
+    r.words += s1[j];
+    r.weighted += lanes * (steps * s1[j] - s2[j]) + j * s1[j];
+  }
+  for (std::size_t i = steps * lanes; i < count; ++i) {
+    r.words += words[i];
+    r.weighted += i * std::uint64_t{words[i]};
+  }
+  return r;
+}
+
+using word_sums_kernel = box_sum (*)(void const*, std::size_t);
+
+// The same code for the instructions every x86-64 (or other) processor
+// has, and on x86-64 for wider vectors, chosen by the processor at run
+// time: a library of headers cannot count on the user's -march.
+inline box_sum word_sums_portable(void const* words, std::size_t count) { return word_sums_body(words, count); }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SHARDMESH_WIDE_WORD_SUMS 1
+[[gnu::target("avx2")]] inline box_sum word_sums_avx2(void const* words, std::size_t count) {
+  return word_sums_body(words, count);
+}
+[[gnu::target("avx512f,avx512bw")]] inline box_sum word_sums_avx512(void const* words, std::size_t count) {
+  return word_sums_body(words, count);
+}
+#endif
+
+// The kernels this processor runs, widest first.
+[[nodiscard]] inline std::vector<word_sums_kernel> word_sums_kernels() {
+  std::vector<word_sums_kernel> out;
+#ifdef SHARDMESH_WIDE_WORD_SUMS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bw")) out.push_back(word_sums_avx512);
+  if (__builtin_cpu_supports("avx2")) out.push_back(word_sums_avx2);
+#endif
+  out.push_back(word_sums_portable);
+  return out;
+}
+
+[[nodiscard]] inline box_sum word_sums(void const* words, std::size_t count) {
+  static word_sums_kernel const widest = word_sums_kernels().front();
+  return widest(words, count);
+}
+
+}  // namespace detail
+
 // The sums of n consecutive elements whose first word is at position q.
 template <class T>
 [[nodiscard]] box_sum run_checksum(T const* elements, std::size_t n, std::uint64_t q) {
@@ -65,25 +144,7 @@ template <class T>
     }
     return r;
   } else {
-    // Lane j adds words j, j + L, j + 2L, ...: s1 their sum, s2 the sum of
-    // the running s1, so that the sum of m * w over a lane's M words is M s1 - s2.
-    constexpr std::size_t lanes = 8;
-    auto const* words = reinterpret_cast<aliasing_word const*>(elements);
-    std::size_t const count = n * words_per_element<T>, blocks = count / lanes;
-    std::uint64_t s1[lanes] = {}, s2[lanes] = {};
-    for (std::size_t m = 0; m < blocks; ++m)
-      for (std::size_t j = 0; j < lanes; ++j) {
-        s1[j] += words[lanes * m + j];
-        s2[j] += s1[j];
-      }
-    for (std::size_t j = 0; j < lanes; ++j) {
-      r.words += s1[j];
-      r.weighted += lanes * (blocks * s1[j] - s2[j]) + j * s1[j];
-    }
-    for (std::size_t i = blocks * lanes; i < count; ++i) {
-      r.words += words[i];
-      r.weighted += i * std::uint64_t{words[i]};
-    }
+    r = detail::word_sums(elements, n * words_per_element<T>);
     r.weighted += q * r.words;
     return r;
   }
@@ -161,22 +222,29 @@ void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, boun
   for (std::size_t d = 0; d < r; ++d)
     dims.push_back(detail::stretches_of(d, mesh, l, global, at, boxes,
                                         d == 0 ? rows : interval{0, local_extent(mesh, l.dims[d], global[d], at)}));
-  // Odometer over every index of the dimensions but the last (whose
+  // Trailing dimensions held whole (one stretch over all their indices)
+  // join the runs of the dimension before them: a shard of whole rows is
+  // one run per stretch of rows.
+  std::size_t last = r - 1, whole_box = 0;
+  while (last > 0 && dims[last].size() == 1 && dims[last][0].global == 0 && dims[last][0].length == global[last])
+    whole_box += dims[last--][0].box;
+  // Odometer over every index of the dimensions before `last` (whose
   // stretches run inside); the index within a stretch is counted apart.
   std::vector<std::size_t> piece_index(r, 0), offset(r, 0);
   while (true) {
     std::uint64_t position = 0;
-    std::size_t box = 0, element = 0;
-    for (std::size_t d = 0; d + 1 < r; ++d) {
+    std::size_t box = whole_box, element = 0;
+    for (std::size_t d = 0; d < last; ++d) {
       detail::stretch const& s = dims[d][piece_index[d]];
       position += (s.global + offset[d]) * strides[d];
       box += s.box;
       element += (s.local + offset[d]) * local_strides[d];
     }
-    for (detail::stretch const& s : dims[r - 1])
+    for (detail::stretch const& s : dims[last])
       sums[box + s.box] +=
-          run_checksum(piece.data() + element + s.local, s.length, (position + s.global) * words_per_element<T>);
-    std::size_t d = r - 1;
+          run_checksum(piece.data() + element + s.local * local_strides[last], s.length * strides[last],
+                       (position + s.global * strides[last]) * words_per_element<T>);
+    std::size_t d = last;
     while (d-- > 0) {
       if (++offset[d] < dims[d][piece_index[d]].length) break;
       offset[d] = 0;

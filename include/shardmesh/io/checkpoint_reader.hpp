@@ -215,10 +215,11 @@ class checkpoint_reader {
     auto const host = Kokkos::create_mirror_view(Kokkos::WithoutInitializing, local);
 
     // Piece by piece: read, then checksummed while it is in the cache.
+    std::size_t const piece_bytes = options_.verify ? detail::checked_piece_bytes : detail::unchecked_piece_bytes;
     std::array<hsize_t, Rank> local_dims{};
     for (std::size_t d = 0; d < Rank; ++d) local_dims[d] = local.extent(d);
     std::size_t const rows = local_dims[0], row_bytes = detail::row_bytes(sizeof(T), local_dims);
-    std::size_t const pieces = detail::piece_count(rows, row_bytes);
+    std::size_t const pieces = detail::piece_count(rows, row_bytes, piece_bytes);
     bool const counts = detail::counts_its_shard(mesh.shape(), b, mesh.rank());
     std::vector<box_sum> sums(boxes.sums.size());
     detail::space_handle const file_space(H5Dget_space(dataset));
@@ -227,7 +228,7 @@ class checkpoint_reader {
     static T nothing{};  // a buffer for pieces of no elements
     bool ok = true;
     for (std::size_t k = 0; k < pieces; ++k) {
-      interval const piece = detail::piece_rows(k, rows, row_bytes);
+      interval const piece = detail::piece_rows(k, rows, row_bytes, piece_bytes);
       std::array<hsize_t, Rank> piece_dims = local_dims;
       piece_dims[0] = piece.size();
       detail::space_handle const memory_space(H5Screate_simple(Rank, piece_dims.data(), nullptr));

@@ -264,8 +264,9 @@ class checkpoint_writer {
       std::vector<hsize_t> local = part->local_extents;
       std::size_t const rows = local[0], row_bytes = detail::row_bytes(H5Tget_size(type.get()), local);
       detail::properties_handle const dxpl = detail::independent_transfer();
-      for (std::size_t k = 0; k < detail::piece_count(rows, row_bytes); ++k) {
-        interval const piece = detail::piece_rows(k, rows, row_bytes);
+      std::size_t const pieces = detail::piece_count(rows, row_bytes, detail::checked_piece_bytes);
+      for (std::size_t k = 0; k < pieces; ++k) {
+        interval const piece = detail::piece_rows(k, rows, row_bytes, detail::checked_piece_bytes);
         local[0] = piece.size();
         if (row_bytes == 0 || part->select(file_space.get(), piece) == 0) continue;
         detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));

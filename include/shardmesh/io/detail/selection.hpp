@@ -88,20 +88,27 @@ inline std::size_t select_shard(hid_t space, mesh_shape const& mesh, bound_layou
   }
 }
 
-// A shard moves through the file in pieces of whole rows (dimension 0) of
-// about this many bytes: each piece is checksummed while it is in the cache
-// and written, or read and checksummed, before the next.
-inline constexpr std::size_t piece_bytes = std::size_t{8} << 20;
+// A shard moves through the file in pieces of whole rows (dimension 0).
+// A piece that is checksummed is small enough to stay in a core's own
+// cache (1 MiB: half of the L2 here) between its checksum and its write,
+// or its read and its checksum; one that is not is larger, in fewer calls.
+inline constexpr std::size_t checked_piece_bytes = std::size_t{1} << 20;
+inline constexpr std::size_t unchecked_piece_bytes = std::size_t{64} << 20;
+
+[[nodiscard]] inline std::size_t rows_per_piece(std::size_t row_bytes, std::size_t piece_bytes) {
+  return std::max<std::size_t>(1, piece_bytes / std::max<std::size_t>(1, row_bytes));
+}
 
 // The local rows of piece k of a shard with `rows` rows of `row_bytes`
-// bytes; empty past the last piece.
-[[nodiscard]] inline interval piece_rows(std::size_t k, std::size_t rows, std::size_t row_bytes) {
-  std::size_t const per_piece = std::max<std::size_t>(1, piece_bytes / std::max<std::size_t>(1, row_bytes));
+// bytes, in pieces of about piece_bytes; empty past the last piece.
+[[nodiscard]] inline interval piece_rows(std::size_t k, std::size_t rows, std::size_t row_bytes,
+                                         std::size_t piece_bytes) {
+  std::size_t const per_piece = rows_per_piece(row_bytes, piece_bytes);
   return {std::min(k * per_piece, rows), std::min((k + 1) * per_piece, rows)};
 }
 
-[[nodiscard]] inline std::size_t piece_count(std::size_t rows, std::size_t row_bytes) {
-  std::size_t const per_piece = std::max<std::size_t>(1, piece_bytes / std::max<std::size_t>(1, row_bytes));
+[[nodiscard]] inline std::size_t piece_count(std::size_t rows, std::size_t row_bytes, std::size_t piece_bytes) {
+  std::size_t const per_piece = rows_per_piece(row_bytes, piece_bytes);
   return (rows + per_piece - 1) / per_piece;
 }
 
