@@ -6,7 +6,8 @@
 // stage's receives are posted ahead of the action that waits for them (a
 // window of them in list order, topped up before a receive blocks, so that
 // posting is never between an arrival and the work it starts), its sends
-// are non-blocking and complete while it computes; finish() waits for the
+// are non-blocking and complete while it computes (the ones done are let
+// go after each new send, not after an arrival); finish() waits for the
 // last sends.
 
 #include "shardmesh/comm/communicator.hpp"
@@ -49,6 +50,7 @@ class stage_transfers {
     int const to = peer(a.op == pipeline_op::send_activation);
     request done = isend(*pp_, flat_view(ops::local::flat(x.local())), to, tag(a), exec_);
     sends_.push_back({std::move(done), x.local()});
+    release_sent();  // while this one leaves
   }
 
   // Waits for the receive action a (the next one in list order), posting the next ones.
@@ -61,7 +63,6 @@ class stage_transfers {
     posted_.pop_front();
     post_ahead();  // while this one arrives, not after
     r.done.wait();
-    release_sent();
     return std::move(r.buffer);
   }
 
