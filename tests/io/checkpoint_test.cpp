@@ -163,6 +163,24 @@ TEST_CASE("a checkpoint saved on fewer ranks loads on more, and back", "[io]") {
   }
 }
 
+TEST_CASE("a durable save is flushed to the storage and committed like any other", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-durable");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
+  for (std::filesystem::path const& path : {dir / "state.h5", dir / "deeper" / "state.h5"}) {
+    if (test::world_rank() == 0) std::filesystem::create_directories(path.parent_path());
+    MPI_Barrier(MPI_COMM_WORLD);
+    {
+      io::checkpoint_writer out(mesh, path, {.durable = true});
+      out.write("m", distribute(mesh, layout{shard("a"), replicated}, numbered({ranks + 3, 5})));
+      out.commit();
+    }
+    CHECK_FALSE(std::filesystem::exists(io::temporary_path(path)));
+    CHECK(equal(gather(io::checkpoint_reader(mesh, path).read<double, 2>("m", layout{replicated, shard("a")})),
+                numbered({ranks + 3, 5})));
+  }
+}
+
 TEST_CASE("values, element types and a tensor read into an existing one", "[io]") {
   test::scratch_dir const dir("shardmesh-io-values");
   std::size_t const ranks = static_cast<std::size_t>(test::world_size());

@@ -26,6 +26,9 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -40,6 +43,15 @@
 namespace shardmesh::io {
 
 namespace detail {
+
+// Flushes a file's or a folder's data from the page cache to the storage
+// (fsync); false if that fails.
+[[nodiscard]] inline bool sync_to_storage(std::filesystem::path const& path, bool folder) {
+  int const fd = ::open(path.c_str(), O_RDONLY | (folder ? O_DIRECTORY : 0));
+  if (fd < 0) return false;
+  bool const synced = ::fsync(fd) == 0;
+  return ::close(fd) == 0 && synced;
+}
 
 // What every rank of the checkpoint learns of a queued dataset.
 struct dataset_description {
@@ -103,12 +115,21 @@ inline std::string all_gathered(MPI_Comm comm, std::string const& mine) {
 
 }  // namespace detail
 
+struct write_options {
+  // commit() also flushes the file to the storage before its rename, and
+  // the folder after it (fsync), so that a machine losing power keeps
+  // either the previous checkpoint or the new one whole. Off by default: it
+  // waits for the disk (a crash of the program is covered without it).
+  bool durable = false;
+};
+
 class checkpoint_writer {
  public:
   // Collective: creates the temporary file temporary_path(path), replacing
   // one left over from an interrupted save. The file at `path`, if any,
   // stays as it is until commit().
-  checkpoint_writer(device_mesh const& mesh, std::filesystem::path path) : mesh_(mesh), path_(std::move(path)) {
+  checkpoint_writer(device_mesh const& mesh, std::filesystem::path path, write_options options = {})
+      : mesh_(mesh), path_(std::move(path)), options_(options) {
     detail::quiet_errors const quiet;
     detail::properties_handle const fapl = detail::file_access(mesh_, true);
     file_ = detail::file_handle(H5Fcreate(temporary_path(path_).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
@@ -230,11 +251,19 @@ class checkpoint_writer {
     flush();
     detail::quiet_errors const quiet;
     detail::agree_ok(comm(), file_.reset(), "checkpoint: closing " + temporary_path(path_).string() + " failed");
+    // Every rank: on a parallel file system each node flushes what it wrote.
+    if (options_.durable)
+      detail::agree_ok(comm(), detail::sync_to_storage(temporary_path(path_), false),
+                       "checkpoint: cannot flush " + temporary_path(path_).string() + " to the storage");
     std::error_code moved;
     if (mesh_.rank() == 0) std::filesystem::rename(temporary_path(path_), path_, moved);
     detail::agree_ok(comm(), !moved,
                      "checkpoint: cannot rename " + temporary_path(path_).string() + " to " + path_.string() + ": " +
                          moved.message());
+    std::filesystem::path const folder = path_.has_parent_path() ? path_.parent_path() : ".";
+    if (options_.durable)
+      detail::agree_ok(comm(), mesh_.rank() != 0 || detail::sync_to_storage(folder, true),
+                       "checkpoint: cannot flush the folder " + folder.string() + " to the storage");
   }
 
  private:
@@ -292,6 +321,7 @@ class checkpoint_writer {
 
   device_mesh mesh_;
   std::filesystem::path path_;
+  write_options options_;
   detail::file_handle file_;
   std::vector<detail::dataset_part> queued_;
 };
