@@ -58,9 +58,10 @@ namespace detail {
 // first. Lane j of 16 adds words j, j + 16, j + 32, ...: s1 their sum, s2
 // the sum of the running s1, so that the sum of m * w over a lane's M words
 // is M s1 - s2. Within blocks of 256 steps the lanes add each word's two
-// 16-bit halves in 32-bit sums (after 256 steps s2 is at most
-// 256 * 257 / 2 * (2^16 - 1) < 2^32), which vector units add 4, 8 or 16 at a
-// time without widening; each block then joins the 64-bit sums.
+// 16-bit halves in 32-bit sums (after 256 steps a half's sum of running
+// sums is at most 256 * 257 / 2 * (2^16 - 1) < 2^32), which vector units add
+// 4, 8 or 16 at a time without widening; each block then joins the 64-bit
+// sums s1 and s2.
 [[gnu::always_inline]] inline box_sum word_sums_body(void const* data, std::size_t count) {
   auto const* words = static_cast<aliasing_word const*>(data);
   constexpr std::size_t lanes = 16, block = 256;
