@@ -260,10 +260,11 @@ class checkpoint_writer {
     detail::agree_ok(comm(), !moved,
                      "checkpoint: cannot rename " + temporary_path(path_).string() + " to " + path_.string() + ": " +
                          moved.message());
-    std::filesystem::path const folder = path_.has_parent_path() ? path_.parent_path() : ".";
-    if (options_.durable)
+    if (options_.durable) {
+      std::filesystem::path const folder = path_.has_parent_path() ? path_.parent_path() : ".";
       detail::agree_ok(comm(), mesh_.rank() != 0 || detail::sync_to_storage(folder, true),
                        "checkpoint: cannot flush the folder " + folder.string() + " to the storage");
+    }
   }
 
  private:

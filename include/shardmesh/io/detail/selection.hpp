@@ -90,7 +90,7 @@ inline std::size_t select_shard(hid_t space, mesh_shape const& mesh, bound_layou
 
 // A shard moves through the file in pieces of whole rows (dimension 0).
 // A piece that is checksummed is small enough to stay in a core's own
-// cache (1 MiB: half of the L2 here) between its checksum and its write,
+// cache (1 MiB: half of a 2 MiB L2) between its checksum and its write,
 // or its read and its checksum; one that is not is larger, in fewer calls.
 inline constexpr std::size_t checked_piece_bytes = std::size_t{1} << 20;
 inline constexpr std::size_t unchecked_piece_bytes = std::size_t{64} << 20;
