@@ -86,3 +86,32 @@ TEST_CASE("idle op results stay within the peak in use and can be released", "[o
   CHECK(released.idle == 0);
   CHECK(released.held == live_bytes);
 }
+
+TEST_CASE("the ledger counts op results as workspace, and those named as kept as activations", "[ops][result_pool]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  ops::release_cached_results(mesh);
+  auto& pools = mesh.state<ops::detail::result_pools>();
+  memory_ledger& ledger = mesh.ledger();
+  using enum memory_category;
+  auto const g = test::pseudo_random(36, 1);
+  auto const a = test::make<2>(mesh, rows, test::extents({9, 4}), g);
+  std::size_t const activations_before = ledger.current(activations), workspace_before = ledger.current(workspace);
+  auto const kept = ops::add(a, a);
+  auto const other = ops::add(kept, a);  // transient
+  std::size_t const bytes = kept.local().span() * sizeof(double);
+  CHECK(ledger.current(activations) == activations_before);
+  CHECK(ledger.current(workspace) == workspace_before + 2 * bytes);
+
+  std::size_t const total = ledger.current_total();
+  ledger.reset_peaks();
+  pools.classify({kept.local().data()});
+  CHECK(ledger.current(activations) == activations_before + bytes);
+  CHECK(ledger.current(workspace) == workspace_before + bytes);
+  CHECK(ledger.current_total() == total);
+  CHECK(ledger.peak_total() == total);  // moved, never counted twice
+
+  pools.classify({});  // kept no more
+  CHECK(ledger.current(activations) == activations_before);
+  CHECK(ledger.current(workspace) == workspace_before + 2 * bytes);
+  CHECK(ledger.peak(activations) == activations_before + bytes);
+}

@@ -5,8 +5,9 @@
 // collectives and bytes the model's forward and backward do; and for every
 // candidate plan of the world's ranks (every mesh dp x pp x tp, ZeRO stage,
 // schedule and chunk count, micro-batch counts 1 and 2 per pipeline stage),
-// each rank's predicted parameters, gradients and optimizer state equal the
-// most its memory ledger held in a training step, byte for byte. The model
+// each rank's predicted parameters, gradients, optimizer state and
+// activations equal the most its memory ledger held in a training step,
+// byte for byte, with and without sequence parallelism. The model
 // has 3 heads and a hidden size of 10, so tensor and state sharding are
 // uneven; the embedding and the head make the first and last stages heavier.
 #include "mpi_test.hpp"
@@ -20,6 +21,7 @@
 #include <shardmesh/shardmesh.hpp>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 
 #include <algorithm>
 #include <deque>
@@ -134,18 +136,20 @@ TEST_CASE("each stage's declared redistributions are the collectives and bytes t
     }
 }
 
-TEST_CASE("predicted parameters, gradients and optimizer state equal the ledger's, rank by rank",
+TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
           "[parallel][planner]") {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::size_t const global = 4 * n;
   ref::config const c = config_for(global);
-  parallel::gpt_config const g = gpt_config_of(c);
+  bool const sequence_parallel = GENERATE(false, true);
+  parallel::gpt_config g = gpt_config_of(c);
+  g.sequence_parallel = sequence_parallel;
   values const start = by_name(c, ref::init_parameters(c, 3));
   parallel::gpt_memory_model const predict(g);
   std::size_t runs = 0;
   for (parallel::training_plan const& plan : parallel::candidate_plans({g, global, n, 2})) {
     if (plan.micro_batches > 2 * plan.pp) continue;
-    INFO(to_string(plan));
+    INFO(to_string(plan) << (sequence_parallel ? " sp" : ""));
     device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
     device_mesh const stage = mesh.submesh({"dp", "tp"});
     std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
@@ -171,6 +175,7 @@ TEST_CASE("predicted parameters, gradients and optimizer state equal the ledger'
     CHECK(peak[static_cast<std::size_t>(parameters)] == want.parameters);
     CHECK(peak[static_cast<std::size_t>(gradients)] == want.gradients);
     CHECK(peak[static_cast<std::size_t>(optimizer_state)] == want.optimizer_state);
+    CHECK(peak[static_cast<std::size_t>(activations)] == want.activations);
     ++runs;
   }
   CHECK(runs > 0);

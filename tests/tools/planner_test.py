@@ -8,9 +8,9 @@ calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
 hardware file with every figure the planner reads. described: the 8-GPU node
 and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
 predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
-runs a spread of plans (every ZeRO stage, tp, pp, an uneven batch) and its
-peak parameters, gradients and optimizer state per rank equal the planner's
-prediction, byte for byte.
+runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
+uneven batch) and its peak parameters, gradients, optimizer state
+and activations per rank equal the planner's prediction, byte for byte.
 """
 import json
 import os
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-STATE = ("parameters", "gradients", "optimizer_state")
+STATE = ("parameters", "gradients", "optimizer_state", "activations")
 KERNELS = {"add", "fill", "gelu_forward", "gelu_backward", "softmax_forward", "softmax_backward",
            "layer_norm_forward", "layer_norm_backward", "cross_entropy_forward", "cross_entropy_backward",
            "embedding_forward", "embedding_backward", "adamw"}
@@ -77,7 +77,8 @@ def memory(plan_training, model, hardware, out_dir, command):
                           hardware, "--memory", "0", "--json"]))
     plans = {(p["dp"], p["tp"], p["pp"], p["zero"], p["micro_batch"], p["micro_batches"], p["schedule"]): p
              for p in doc["plans"]}
-    spread = [(2, 1, 1, z, 2, 2, "1f1b") for z in range(4)] + [(1, 2, 1, 0, 4, 2, "1f1b"), (1, 1, 2, 0, 2, 4, "zb-h1")]
+    spread = [(2, 1, 1, z, 2, 2, "1f1b") for z in range(4)] + [(1, 2, 1, 0, 4, 2, "1f1b"), (1, 1, 2, 0, 2, 4, "zb-h1"),
+                                                           (1, 1, 2, 0, 2, 4, "gpipe"), (1, 1, 2, 0, 1, 8, "interleaved")]
     for key in spread:
         check(key in plans, f"the planner lists {key}")
         p = plans[key]
@@ -86,7 +87,7 @@ def memory(plan_training, model, hardware, out_dir, command):
                 p["micro_batch"], "--accumulation", p["micro_batches"], "--global-batch", 8, "--steps", 2,
                 "--bucket-kib", 25 * 1024, "--quiet", "--report", report]
         if p["pp"] > 1:
-            args += ["--schedule", p["schedule"]]
+            args += ["--schedule", p["schedule"], "--virtual", p["virtual_stages"]]
         for key_ in ("vocabulary", "sequence", "hidden", "heads", "head_size", "ffn", "layers"):
             args += ["--" + key_.replace("_", "-"), m[key_]]
         run([*command, *map(str, args)])

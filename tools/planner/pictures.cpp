@@ -71,7 +71,7 @@ std::string memory_time_svg(std::vector<judged_plan> const& plans) {
   svg += text(left + pw / 2, height - 20, "predicted step time (ms)", "middle");
   svg += "<text x=\"20\" y=\"" + num(top + ph / 2) +
          "\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 20 " +
-         num(top + ph / 2) + ")\">training state per rank (MiB)</text>\n";
+         num(top + ph / 2) + ")\">memory per rank (MiB)</text>\n";
   std::vector<std::size_t> depths;
   for (judged_plan const* p : ok) {
     std::size_t const d = static_cast<std::size_t>(std::log2(static_cast<double>(p->plan.pp)));

@@ -58,12 +58,13 @@ std::vector<judged_plan> judge(training_problem const& problem, hardware_model c
       j.memory.parameters = std::max(j.memory.parameters, m.parameters);
       j.memory.gradients = std::max(j.memory.gradients, m.gradients);
       j.memory.optimizer_state = std::max(j.memory.optimizer_state, m.optimizer_state);
-      j.memory_total = std::max(j.memory_total, m.parameters + m.gradients + m.optimizer_state);
+      j.memory.activations = std::max(j.memory.activations, m.activations);
+      j.memory_total = std::max(j.memory_total, m.parameters + m.gradients + m.optimizer_state + m.activations);
     }
     if (capacity != 0 && j.memory_total > capacity)
       j.dropped = "needs " + mib(j.memory_total) + " MiB per rank (parameters " + mib(j.memory.parameters) +
                   ", gradients " + mib(j.memory.gradients) + ", optimizer state " + mib(j.memory.optimizer_state) +
-                  "), over the capacity of " + mib(capacity) + " MiB";
+                  ", activations " + mib(j.memory.activations) + "), over the capacity of " + mib(capacity) + " MiB";
     else
       j.time = time.predict(plan);
     out.push_back(j);
@@ -77,7 +78,7 @@ std::vector<judged_plan> judge(training_problem const& problem, hardware_model c
 
 void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
   std::printf("%4s  %-36s %9s %9s %9s %9s %9s %10s\n", "#", "plan", "step ms", "compute", "bubble", "dp comm", "update",
-              "state MiB");
+              "memory MiB");
   std::size_t shown = 0;
   for (judged_plan const& p : plans) {
     if (!p.dropped.empty() || shown == top) break;
@@ -130,7 +131,7 @@ int run(int argc, char** argv) {
                 hardware.measured ? "" : " (PREDICTION: the machine is described, not measured)");
     if (hardware.measured && hardware.ranks != ranks)
       std::printf("note: calibrated on %zu ranks, asked about %zu\n", hardware.ranks, ranks);
-    std::printf("memory: parameters, gradients and optimizer state (activations not yet modelled)\n\n");
+    std::printf("memory: parameters, gradients, optimizer state and activations; workspace not counted\n\n");
     print_table(plans, top);
   }
   if (!pictures.empty()) {

@@ -110,6 +110,7 @@ std::string plans_json(shardmesh::parallel::training_problem const& problem, har
                 {{"parameters", p.memory.parameters},
                  {"gradients", p.memory.gradients},
                  {"optimizer_state", p.memory.optimizer_state},
+                 {"activations", p.memory.activations},
                  {"total", p.memory_total}}}};
     if (p.dropped.empty())
       entry["seconds"] = {{"step", p.time.total()},

@@ -13,7 +13,7 @@ with open(MODEL_FILE) as f:
     MODEL = json.load(f)
 GLOBAL_BATCH = 16
 BUCKET_KIB = 25 * 1024  # the planner's bucket size
-STATE = ("parameters", "gradients", "optimizer_state")
+STATE = ("parameters", "gradients", "optimizer_state", "activations")
 MARKERS = ("<!-- planner validation: begin -->", "<!-- planner validation: end -->")
 
 
@@ -113,7 +113,7 @@ def validate(ranks, count, steps, rounds, quick, out):
                      "memory_equal": memory_equal,
                      "memory": {c: (p["memory"][c], m["peak_bytes"][c]) for c in STATE}})
         say(f"  {plan_label(p):48} predicted {1e3 * p['seconds']['step']:8.2f} ms, measured {1e3 * m['seconds']:8.2f} "
-            f"ms, state memory {'equal' if memory_equal else 'DIFFERENT'}")
+            f"ms, memory {'equal' if memory_equal else 'DIFFERENT'}")
     return rows
 
 
@@ -139,7 +139,7 @@ def markdown(results, quick, steps, rounds):
              f"{'quick' if quick else 'full'} calibration at each rank count; "
              "made by `tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
              "| ranks | plans run | step-time error (MAPE) | Spearman | first choice / fastest measured | "
-             "state memory equal |", "|---|---|---|---|---|---|"]
+             "memory equal |", "|---|---|---|---|---|---|"]
     for ranks, rows in results.items():
         s = summary(rows)
         setting = "one per core" if ranks <= (os.cpu_count() or 1) else "oversubscribed"
@@ -147,8 +147,8 @@ def markdown(results, quick, steps, rounds):
                      f"{s['first_over_fastest']:.2f} | {s['memory_equal']} of {s['runs']} |")
     for ranks, rows in results.items():
         lines += ["", f"{ranks} ranks, fastest predicted first:", "",
-                  "| plan | predicted ms | measured ms | error | parameters MiB | gradients MiB | optimizer MiB |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| plan | predicted ms | measured ms | error | parameters MiB | gradients MiB | optimizer MiB | activations MiB |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in rows:
             error = (r["predicted"] - r["measured"]) / r["measured"]
             memory = " | ".join(mib(r["memory"][c][1]) + ("" if r["memory"][c][0] == r["memory"][c][1]

@@ -19,6 +19,7 @@
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/parallel/attention.hpp"
+#include "shardmesh/parallel/detail/saved_data.hpp"
 #include "shardmesh/parallel/embedding.hpp"
 #include "shardmesh/parallel/layer_norm.hpp"
 #include "shardmesh/parallel/layer_partition.hpp"
@@ -280,12 +281,17 @@ class gpt {
   }
 
   // What the last forward saved for its backward, taken out of the layers,
-  // and put back: a pipeline keeps one per micro-batch in flight.
-  using saved_activations = std::vector<std::any>;
+  // and put back: a pipeline keeps one per micro-batch in flight. `data`
+  // names the memory it holds (detail/saved_data.hpp).
+  struct saved_activations {
+    std::vector<std::any> members;
+    std::vector<void const*> data;
+  };
   saved_activations take_saved() {
     saved_activations out;
     visit_saved([&](auto& member) {
-      out.emplace_back(std::move(member));
+      detail::add_saved_data(out.data, member);
+      out.members.emplace_back(std::move(member));
       member = {};
     });
     return out;
@@ -293,7 +299,7 @@ class gpt {
   void restore_saved(saved_activations saved) {
     std::size_t i = 0;
     visit_saved([&](auto& member) {
-      member = std::move(*std::any_cast<std::remove_reference_t<decltype(member)>>(&saved[i++]));
+      member = std::move(*std::any_cast<std::remove_reference_t<decltype(member)>>(&saved.members[i++]));
     });
   }
 

@@ -16,6 +16,7 @@ struct transformer_layouts {
   layout whole_rows;  // [b, t, c] with the sequence whole: a column-parallel layer's input
   layout features;    // [b, t, f] sharded on features (tp): a column-parallel output, logits on the vocabulary
   layout heads;       // [b, t, h, d] sharded on heads (tp)
+  layout scores;      // [b, h, t, s] attention scores, sharded on heads (tp)
   layout column;      // [c, f] weight: R,S(tp)
   layout row;         // [f, c] weight: S(tp),R
   layout heads_in;    // [c, h, d] weight: R,S(tp),R
@@ -34,6 +35,7 @@ struct transformer_layouts {
     whole_rows = {batch, R, R};
     features = {batch, R, tp};
     heads = {batch, R, tp, R};
+    scores = {batch, tp, R, R};
     column = {R, tp};
     row = {tp, R};
     heads_in = {R, tp, R};

@@ -1,7 +1,8 @@
 #pragma once
 // The planner's memory model, for one rank of a plan: the bytes of
-// parameters, gradients and optimizer state the trainer's memory ledger
-// records on it, from the model's declared parameters (model_spec.hpp)
+// parameters, gradients, optimizer state and activations the trainer's
+// memory ledger records on it, from the model's declared parameters and
+// saved tensors (model_spec.hpp)
 // placed by the same layouts the model and the trainer use
 // (transformer_layouts, state_layouts_for) on the rank's stage mesh (dp x
 // tp), with the pipeline chunks partition_layers gives its stage: uneven
@@ -19,12 +20,20 @@
 //                    stage without accumulation starts buckets during the
 //                    backward: then this is the bound, reached with one bucket.)
 //   optimizer state  each state tensor (Adam's two, SGD's momentum) in the state layout
+//   activations      what the layers keep from a forward to its backward
+//                    (gpt_stage_saved), for every (micro-batch, chunk) the
+//                    stage holds at once: the schedule's actions on this
+//                    stage, in order, add a chunk's bytes at its forward
+//                    and remove them at its backward (B, when split).
+//                    With a zero-bubble schedule, what the deferred weight
+//                    gradients hold from B to W is workspace.
 //
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/parallel/layer_partition.hpp"
 #include "shardmesh/parallel/model_spec.hpp"
+#include "shardmesh/parallel/pipeline_schedule.hpp"
 #include "shardmesh/parallel/state_sharding.hpp"
 #include "shardmesh/parallel/training_plan.hpp"
 
@@ -32,16 +41,18 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 namespace shardmesh::parallel {
 
 struct state_memory {
-  std::size_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes, the most held at once
+  std::size_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;  // bytes, the most held at once
 };
 
-// The model's declared stages, and the partitions of its blocks into
-// pipeline chunks (made once per chunk count: a search asks for thousands of plans).
+// The model's declared stages, the partitions of its blocks into pipeline
+// chunks, the schedules and the bytes a micro-batch keeps (each made once: a
+// search asks for thousands of plans).
 class gpt_memory_model {
  public:
   explicit gpt_memory_model(gpt_config const& c) : config_(c), specs_(gpt_stage_specs(c)), costs_(gpt_layer_costs(c)) {}
@@ -71,6 +82,18 @@ class gpt_memory_model {
     mesh_shape const stage_mesh{{"dp", plan.dp}, {"tp", plan.tp}};
     std::size_t const stage_rank = dp_coordinate * plan.tp + tp_coordinate;
     transformer_layouts const layouts(stage_mesh, config_.sequence_parallel);
+    state_memory out = parameter_state(plan, stage, stage_mesh, stage_rank, layouts, element_bytes, state_tensors);
+    out.activations = activations(plan, stage, stage_mesh, stage_rank, layouts, element_bytes);
+    return out;
+  }
+
+  [[nodiscard]] gpt_config const& config() const { return config_; }
+  [[nodiscard]] std::vector<stage_spec> const& stages() const { return specs_; }
+
+ private:
+  [[nodiscard]] state_memory parameter_state(training_plan const& plan, std::size_t stage, mesh_shape const& stage_mesh,
+                                             std::size_t stage_rank, transformer_layouts const& layouts,
+                                             std::size_t element_bytes, std::size_t state_tensors) const {
     struct elements {
       std::size_t compute = 0, stored = 0, reduced = 0, state = 0;
     };
@@ -113,10 +136,54 @@ class gpt_memory_model {
             std::max(total.compute, total.reduced) * element_bytes, state_tensors * total.state * element_bytes};
   }
 
-  [[nodiscard]] gpt_config const& config() const { return config_; }
-  [[nodiscard]] std::vector<stage_spec> const& stages() const { return specs_; }
+  [[nodiscard]] std::size_t activations(training_plan const& plan, std::size_t stage, mesh_shape const& stage_mesh,
+                                        std::size_t stage_rank, transformer_layouts const& layouts,
+                                        std::size_t element_bytes) const {
+    kept_bytes const& kept = kept_per_micro_batch(plan, stage_mesh, stage_rank, layouts, element_bytes);
+    std::vector<model_part> const& parts = partition(plan.pp * plan.virtual_stages);
+    std::vector<std::size_t> chunk_bytes;
+    for (std::size_t chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+      model_part const& part = parts[chunk * plan.pp + stage];
+      chunk_bytes.push_back((part.embedding ? kept.embedding : 0) + (part.last - part.first) * kept.block +
+                            (part.head ? kept.head : 0));
+    }
+    std::size_t held = 0, most = 0;
+    for (pipeline_action const& a : schedule(plan).actions[stage]) {
+      if (a.op == pipeline_op::forward) most = std::max(most, held += chunk_bytes[a.chunk]);
+      if (a.op == pipeline_op::backward || a.op == pipeline_op::backward_input) held -= chunk_bytes[a.chunk];
+    }
+    return most;
+  }
 
- private:
+  // Bytes one micro-batch keeps on a rank of the stage mesh (gpt_stage_saved): the embedding's, a block's,
+  // and the head's with the loss's.
+  struct kept_bytes {
+    std::size_t embedding = 0, block = 0, head = 0;
+  };
+  kept_bytes const& kept_per_micro_batch(training_plan const& plan, mesh_shape const& stage_mesh,
+                                         std::size_t stage_rank, transformer_layouts const& layouts,
+                                         std::size_t element_bytes) const {
+    std::size_t const samples = plan.micro_batch * plan.dp;
+    auto const key = std::tuple(plan.dp, plan.tp, samples, stage_rank, element_bytes);
+    if (auto it = kept_.find(key); it != kept_.end()) return it->second;
+    auto const of_stage = [&](std::size_t s) {
+      std::size_t elements = 0;
+      for (saved_spec const& t : gpt_stage_saved(config_, s, samples)) {
+        tensor_index global{};
+        std::copy(t.extents.begin(), t.extents.end(), global.begin());
+        tensor_index const local =
+            local_extents(stage_mesh, bind(stage_mesh, layouts.*t.placement), global, stage_rank);
+        std::size_t n = 1;
+        for (std::size_t d = 0; d + (t.per_row ? 1 : 0) < t.extents.size(); ++d) n *= local[d];
+        elements += n;
+      }
+      return elements * element_bytes;
+    };
+    std::size_t const L = config_.layers;
+    kept_bytes const bytes{of_stage(0), L > 0 ? of_stage(1) : 0, of_stage(L + 1) + of_stage(L + 2)};
+    return kept_.emplace(key, bytes).first->second;
+  }
+
   std::vector<model_part> const& partition(std::size_t chunks) const {
     auto it = partitions_.find(chunks);
     if (it == partitions_.end())
@@ -124,10 +191,21 @@ class gpt_memory_model {
     return it->second;
   }
 
+  pipeline_schedule const& schedule(training_plan const& plan) const {
+    auto const key = std::tuple(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages);
+    auto it = schedules_.find(key);
+    if (it == schedules_.end())
+      it =
+          schedules_.emplace(key, make_schedule(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)).first;
+    return it->second;
+  }
+
   gpt_config config_;
   std::vector<stage_spec> specs_;
   layer_costs costs_;
   mutable std::map<std::size_t, std::vector<model_part>> partitions_;
+  mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>, kept_bytes> kept_;
 };
 
 }  // namespace shardmesh::parallel

@@ -92,6 +92,57 @@ struct stage_spec {
   return {"loss", {}};
 }
 
+// A tensor a stage's forward keeps for its backward, per micro-batch: its
+// global extents and the transformer layout its shard is in; per_row: one
+// value per row of that tensor (all dimensions but the last), a layer
+// norm's mean or 1/std, or a loss's row maximum. A tensor several layers
+// keep (the input of q, k and v) is declared once. The ids the embedding
+// and the loss keep are the batch's own tensors: not declared.
+struct saved_spec {
+  std::string name;
+  std::vector<std::size_t> extents;
+  layout transformer_layouts::* placement = nullptr;
+  bool per_row = false;
+};
+
+// What stage `stage` of the GPT keeps per micro-batch of `samples`
+// sequences (over every replica), as gpt.hpp's layers save it.
+[[nodiscard]] inline std::vector<saved_spec> gpt_stage_saved(gpt_config const& c, std::size_t stage,
+                                                             std::size_t samples) {
+  using L = transformer_layouts;
+  std::vector<std::size_t> const act{samples, c.sequence, c.hidden};
+  std::vector<std::size_t> const heads{samples, c.sequence, c.heads, c.head_size};
+  std::vector<std::size_t> const ffn{samples, c.sequence, c.ffn};
+  // A layer norm keeps its input, each row's mean and 1/std; the linear layer after it, its output with the
+  // sequence whole (the same tensor without sequence parallelism).
+  auto const norm = [&](std::string const& name, std::string const& next) {
+    return std::vector<saved_spec>{{name + ".x", act, &L::activation},
+                                   {name + ".mean", act, &L::activation, true},
+                                   {name + ".rstd", act, &L::activation, true},
+                                   {next + ".x", act, &L::whole_rows}};
+  };
+  std::vector<saved_spec> out;
+  auto const append = [&](std::vector<saved_spec> more) { out.insert(out.end(), more.begin(), more.end()); };
+  if (stage >= 1 && stage <= c.layers) {
+    append(norm("ln1", "qkv"));
+    append({{"query", heads, &L::heads},
+            {"key", heads, &L::heads},
+            {"value", heads, &L::heads},
+            {"probabilities", {samples, c.heads, c.sequence, c.sequence}, &L::scores},
+            {"o.x", heads, &L::heads}});  // the weighted values
+    append(norm("ln2", "w1"));
+    append({{"hidden", ffn, &L::features}, {"w2.x", ffn, &L::features}});  // before and after GELU
+  } else if (stage == c.layers + 1) {
+    append(norm("lnf", "whead"));
+  } else if (stage == c.layers + 2) {
+    std::vector<std::size_t> const logits{samples, c.sequence, c.vocabulary};
+    append({{"logits", logits, &L::features},
+            {"max", logits, &L::features, true},
+            {"sum_exp", logits, &L::features, true}});
+  }
+  return out;
+}
+
 // Every stage of a GPT of configuration c, in forward order.
 [[nodiscard]] inline std::vector<stage_spec> gpt_stage_specs(gpt_config const& c) {
   std::vector<stage_spec> stages;

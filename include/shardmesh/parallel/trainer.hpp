@@ -30,7 +30,9 @@
 // micro-batches as the pipeline's: forward and backward of a chunk on a
 // micro-batch, activations and gradients to and from the neighbouring
 // stages (stage_transfers.hpp), each forward's saved activations kept per
-// micro-batch until its backward, and with a zero-bubble schedule the
+// micro-batch until its backward (the memory ledger's activations: what
+// the layers saved, kept from the end of a forward to the start of its
+// backward), and with a zero-bubble schedule the
 // weight gradients deferred from B to W (weight_gradients.hpp). Everything
 // above (ZeRO stages, buckets, clipping) works inside each stage unchanged;
 // the norm and the loss are summed over the stages. Without "pp" the same
@@ -406,6 +408,7 @@ class trainer {
           if (vs + 1 < V) f.output = boundary(chunk, std::move(out.y), exec);
           out.y = {};
           f.saved = chunk.take_saved();
+          count_kept(state);
           phases.end(0);
           break;
         }
@@ -415,7 +418,8 @@ class trainer {
           bool const split = a.op == pipeline_op::backward_input;
           gradients_complete_ = !split && k == last_gradient_[a.chunk];
           if (split) stage_mesh_.state<weight_gradient_deferral>().into(&f.weights);
-          chunk.restore_saved(std::move(f.saved));
+          chunk.restore_saved(std::exchange(f.saved, {}));
+          count_kept(state);
           activation d = chunk.backward_chunk(std::exchange(f.gradient_in, {}), exec);
           stage_mesh_.state<weight_gradient_deferral>().into(nullptr);
           gradients_complete_ = false;
@@ -441,6 +445,15 @@ class trainer {
     sum(0) = loss;  // only the last stage has a loss
     all_reduce(pp, sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
     return sum(0);
+  }
+
+  // The ledger counts what the stage keeps for the backward of the
+  // micro-batches in flight as activations, the pool's other results as
+  // workspace: called whenever what it keeps changes.
+  void count_kept(std::span<in_flight const> state) const {
+    std::vector<void const*> kept;
+    for (in_flight const& f : state) kept.insert(kept.end(), f.saved.data.begin(), f.saved.data.end());
+    stage_mesh_.state<ops::detail::result_pools>().classify(std::move(kept));
   }
 
   // x in the layout that crosses stage boundaries (where a chunk's output or input gradient already is).

@@ -105,6 +105,7 @@ class ledger_entry {
   ~ledger_entry() { reset(); }
 
   [[nodiscard]] std::size_t bytes() const { return ledger_ != nullptr ? bytes_ : 0; }
+  [[nodiscard]] memory_category category() const { return category_; }
 
  private:
   void reset() {

@@ -16,9 +16,11 @@
 // backward, what the next step needs again.) ops::cached_result_bytes
 // reports what the pool holds, ops::release_cached_results frees every idle
 // View and starts the peak again. The mesh's memory ledger counts what the
-// pool holds as activations (op results: activations, their gradients, and
-// the Views kept for reuse); a result taken over for good (a parameter's
-// gradient) leaves the pool through take_result().
+// pool holds as workspace (transient results, and the Views kept for
+// reuse), except the Views a trainer keeps between actions for the backward
+// of micro-batches in flight: it names them (classify) and they count as
+// activations. A result taken over for good (a parameter's gradient) leaves
+// the pool through take_result().
 
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 namespace shardmesh::ops::detail {
@@ -48,6 +51,7 @@ class result_pools {
     virtual void release_idle() = 0;
     [[nodiscard]] virtual std::size_t idle_bytes() const = 0;
     [[nodiscard]] virtual std::size_t held_bytes() const = 0;
+    virtual void classify(std::span<void const* const> kept) = 0;
   };
 
   template <class View>
@@ -78,7 +82,7 @@ class result_pools {
       View v = shardmesh::detail::allocate<View>("shardmesh::op_result", extents);
       peak_in_use_ = std::max(peak_in_use_, in_use + bytes_of(v));
       trim();
-      held_.push_back({v, clock_, ledger_entry(ledger_, memory_category::activations, bytes_of(v))});
+      held_.push_back({v, clock_, ledger_entry(ledger_, memory_category::workspace, bytes_of(v))});
       return v;
     }
 
@@ -102,12 +106,23 @@ class result_pools {
       std::lock_guard lock(mutex_);
       return bytes(true) + bytes(false);
     }
+    // Records the Views whose data `kept` (sorted) names as activations, every other as workspace.
+    void classify(std::span<void const* const> kept) override {
+      std::lock_guard lock(mutex_);
+      for (entry& e : held_) {
+        bool const is_kept = std::binary_search(kept.begin(), kept.end(), static_cast<void const*>(e.view.data()));
+        memory_category const want = is_kept ? memory_category::activations : memory_category::workspace;
+        if (e.recorded.category() == want) continue;
+        e.recorded = {};  // released first: the total never counts the View twice
+        e.recorded = ledger_entry(ledger_, want, bytes_of(e.view));
+      }
+    }
 
    private:
     struct entry {
       View view;
       std::uint64_t last_use;
-      ledger_entry recorded;  // activations
+      ledger_entry recorded;  // workspace, or activations while a trainer keeps the View
     };
 
     static std::size_t bytes_of(View const& v) { return v.span() * sizeof(typename View::value_type); }
@@ -157,6 +172,12 @@ class result_pools {
     std::lock_guard lock(mutex_);
     for (auto const& p : pools_) p->release_idle();
   }
+  // The Views whose data `kept` names (in any order) count as activations from now on, every other as workspace.
+  void classify(std::vector<void const*> kept) {
+    std::ranges::sort(kept);
+    std::lock_guard lock(mutex_);
+    for (auto const& p : pools_) p->classify(kept);
+  }
   [[nodiscard]] std::size_t idle_bytes() const {
     std::lock_guard lock(mutex_);
     std::size_t total = 0;
@@ -199,7 +220,7 @@ namespace detail {
 
 // Takes x's shard out of the mesh's result pool, if it came from there: its
 // memory is then the caller's alone, never handed out again, and no longer
-// counted as activations.
+// counted in the ledger.
 template <class T, std::size_t Rank, class MemorySpace>
 void take_result(dynamic_dtensor<T, Rank, MemorySpace> const& x) {
   using view = typename dynamic_dtensor<T, Rank, MemorySpace>::view_type;
