@@ -289,18 +289,22 @@ struct products {
 // The hand-written block: Megatron-LM's tensor-parallel transformer layer
 // without dropout and biases, on one rank's shards, row-major float arrays.
 
-float gelu(float x) {
+// GELU's tanh form with 0.5 (1 + tanh(u)) written as the logistic 1 / (1 + exp(-2u)): one expf, as the
+// library computes it, so that both sides do the same scalar math.
+float gelu_gate(float x) {
   constexpr float k = 0.79788456080286535588F;
   constexpr float c = 0.044715F;
-  return 0.5F * x * (1.0F + std::tanh(k * (x + c * x * x * x)));
+  return 1.0F / (1.0F + std::exp(-2.0F * k * (x + c * x * x * x)));
 }
+
+float gelu(float x) { return x * gelu_gate(x); }
 
 float gelu_derivative(float x) {
   constexpr float k = 0.79788456080286535588F;
   constexpr float c = 0.044715F;
-  float const t = std::tanh(k * (x + c * x * x * x));
-  float const sech2 = 1.0F - t * t;
-  return 0.5F * (1.0F + t) + (sech2 == 0.0F ? 0.0F : 0.5F * x * sech2 * k * (1.0F + 3.0F * c * x * x));
+  float const s = gelu_gate(x);
+  float const slope = s * (1.0F - s);  // sech^2(u) / 4
+  return s + (slope == 0.0F ? 0.0F : 2.0F * x * slope * k * (1.0F + 3.0F * c * x * x));
 }
 
 // y = gamma * (x - mean) * rstd + beta per row of n; saves mean and rstd.

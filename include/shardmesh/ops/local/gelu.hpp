@@ -1,6 +1,9 @@
 #pragma once
 // GELU on a rank's local shard, element by element, in its tanh form:
-//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+//   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x s with s = 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one
+// exponential, where the C library's float tanh costs several times that
+// (it works in double precision), and no cancellation near 0.
 // Views are 1-D (flat(shard) gives one). y may be x; dx may be dy.
 
 #include "shardmesh/ops/local/reshape.hpp"
@@ -12,31 +15,31 @@
 namespace shardmesh::ops::local {
 
 namespace detail {
-// sqrt(2/pi) and the cubic's coefficient, as T (locals, so that device code may use them).
+// 0.5 (1 + tanh(u)) for GELU's u, as T (constants local, so that device code may use them).
 template <class T>
-KOKKOS_INLINE_FUNCTION T gelu_inner(T x) {
-  constexpr T k = static_cast<T>(0.79788456080286535588);
+KOKKOS_INLINE_FUNCTION T gelu_gate(T x) {
+  constexpr T two_k = static_cast<T>(2 * 0.79788456080286535588);
   constexpr T c = static_cast<T>(0.044715);
-  return k * (x + c * x * x * x);
+  return static_cast<T>(1) / (static_cast<T>(1) + Kokkos::exp(-two_k * (x + c * x * x * x)));
 }
 }  // namespace detail
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T gelu(T x) {
-  return static_cast<T>(0.5) * x * (static_cast<T>(1) + Kokkos::tanh(detail::gelu_inner(x)));
+  return x * detail::gelu_gate(x);
 }
 
-// d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)).
+// d gelu / dx = s + 2 x s (1 - s) k (1 + 3 c x^2), s = 0.5 (1 + tanh(u))
+// (0.5 (1 - tanh(u)^2) = 2 s (1 - s)).
 template <class T>
 KOKKOS_INLINE_FUNCTION T gelu_derivative(T x) {
-  constexpr T k = static_cast<T>(0.79788456080286535588);
+  constexpr T two_k = static_cast<T>(2 * 0.79788456080286535588);
   constexpr T c3 = static_cast<T>(3 * 0.044715);
-  T const t = Kokkos::tanh(detail::gelu_inner(x));
-  T const sech2 = static_cast<T>(1) - t * t;
-  // Where tanh saturates x^2 may be infinite: drop the term rather than make 0 * inf.
-  T const tail = sech2 == static_cast<T>(0) ? static_cast<T>(0)
-                                            : static_cast<T>(0.5) * x * sech2 * k * (static_cast<T>(1) + c3 * x * x);
-  return static_cast<T>(0.5) * (static_cast<T>(1) + t) + tail;
+  T const s = detail::gelu_gate(x);
+  T const slope = s * (static_cast<T>(1) - s);
+  // Where the gate saturates x^2 may be infinite: drop the term rather than make 0 * inf.
+  T const tail = slope == static_cast<T>(0) ? static_cast<T>(0) : x * slope * two_k * (static_cast<T>(1) + c3 * x * x);
+  return s + tail;
 }
 
 // y = gelu(x).
