@@ -4,12 +4,16 @@ sweep, and --targets all (text and JSON) against shardmesh-plan --all.
     python3 bench_test.py json|targets PLAN_PROGRAM RANKS MPIEXEC... BENCH_PROGRAM [MPIEXEC_POSTFLAGS...]
 
 Everything after RANKS is the command line that starts shardmesh-bench on
-RANKS ranks; the arguments of each case are appended to it.
+RANKS ranks; the arguments of each case are appended to it. Its reports are
+read from --output's file: the launcher that forwards the ranks' stdout and
+stderr may interleave the two.
 """
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 
 MESH = "dp=2,tp"  # tp = 1 on 2 ranks, 2 on 4
 
@@ -19,6 +23,15 @@ def run(command, *args):
     if done.returncode != 0:
         sys.exit(f"{' '.join(args)}: exit {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done.stdout
+
+
+def report(command, *args):
+    """shardmesh-bench's report, written to a file."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "report")
+        run(command, *args, "--output", path)
+        with open(path) as f:
+            return f.read()
 
 
 def check(condition, what):
@@ -45,8 +58,8 @@ def check_case(case, ranks, what):
 
 
 def one(command, ranks):
-    doc = json.loads(run(command, "--mesh", MESH, "--shape", "16,12", "--from", "S(dp),R", "--to", "R,S(dp)",
-                         "--repetitions", "3", "--json"))
+    doc = json.loads(report(command, "--mesh", MESH, "--shape", "16,12", "--from", "S(dp),R", "--to", "R,S(dp)",
+                            "--repetitions", "3", "--json"))
     check(doc["ranks"] == ranks and doc["mesh"] == f"dp=2,tp={ranks // 2}", "the mesh bound to the ranks")
     check(doc["repetitions"] == 3 and doc["type"] == "f32" and doc["targets"] is None, "header")
     (size,) = doc["sizes"]
@@ -59,8 +72,8 @@ def one(command, ranks):
     check_case(case, ranks, "S(dp),R -> R,S(dp)")
 
     # A sweep: powers of two, the leading dimension the longer.
-    doc = json.loads(run(command, "--mesh", MESH, "--sweep", "1KiB..4KiB", "--type", "f64", "--from",
-                         "R,R P(sum:dp)", "--to", "S(dp),R", "--repetitions", "2", "--json"))
+    doc = json.loads(report(command, "--mesh", MESH, "--sweep", "1KiB..4KiB", "--type", "f64", "--from",
+                            "R,R P(sum:dp)", "--to", "S(dp),R", "--repetitions", "2", "--json"))
     shapes = [s["shape"] for s in doc["sizes"]]
     check(shapes == [[16, 8], [16, 16], [32, 16]], f"sweep shapes, got {shapes}")
     for s in doc["sizes"]:
@@ -75,7 +88,7 @@ def targets(command, plan, ranks):
     planned = [t["to"] for t in planned["targets"]]
     args = ["--mesh", MESH, "--shape", "16,12", "--from", "S(dp),R", "--targets", "all", "--repetitions", "3"]
 
-    doc = json.loads(run(command, *args, "--json"))
+    doc = json.loads(report(command, *args, "--json"))
     (size,) = doc["sizes"]
     cases = size["cases"]
     check([c["to"] for c in cases] == planned, f"the targets of shardmesh-plan --all, in its order: {planned}")
@@ -94,7 +107,7 @@ def targets(command, plan, ranks):
     check(o["clear_inversions"] <= o["discordant"], "clear inversions are inversions")
     check(o["kendall_tau_b"] is None or -1 <= o["kendall_tau_b"] <= 1, "tau-b in [-1, 1]")
 
-    text = run(command, *args)
+    text = report(command, *args)
     check(f"f32[16,12] on mesh {mesh} ({ranks} ranks) from S(dp),R: {n} target layouts, fastest measured first"
           in text, "the table's title")
     lines = text.splitlines()

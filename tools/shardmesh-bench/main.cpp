@@ -7,9 +7,9 @@
 //   mpirun -n 4 shardmesh-bench --mesh dp=2,tp=2 --shape 1024,1024 --from 'S(dp),R' --targets all
 //
 // Every rank parses and checks the same arguments and refuses bad input
-// alike before anything collective runs; rank 0 prints (results on stdout,
-// progress and problems on stderr). Exit status: 0, 1 for input the library
-// refuses, CLI11's codes for usage errors.
+// alike before anything collective runs; rank 0 prints (results on stdout or
+// in --output's file, progress and problems on stderr). Exit status: 0, 1
+// for input the library refuses, CLI11's codes for usage errors.
 #include "measure.hpp"
 #include "options.hpp"
 #include "results.hpp"
@@ -26,6 +26,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -80,6 +81,19 @@ int run(options const& o, std::size_t me, std::size_t ranks) {
   std::size_t total = 0;
   for (size_result const& s : runs) total += s.cases.size();
 
+  // Rank 0 opens --output's file before anything is timed; every rank learns
+  // whether it could, so a bad path stops them all alike.
+  std::ofstream file;
+  if (!o.output.empty()) {
+    int opened = 0;
+    if (speaks) {
+      file.open(o.output);
+      opened = file.is_open() ? 1 : 0;
+    }
+    MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (opened == 0) return fail("cannot write --output " + o.output, speaks);
+  }
+
   shardmesh::device_mesh const mesh(MPI_COMM_WORLD, base.mesh);
   settings const how{o.repetitions, o.warmup};
   std::size_t done = 0;
@@ -88,8 +102,10 @@ int run(options const& o, std::size_t me, std::size_t ranks) {
       c.measured = measure(mesh, s.request, c.plan, how);
       if (speaks) std::cerr << progress_line(++done, total, s, c) << std::flush;
     }
-  if (speaks) std::cout << (o.json ? json_report(o, runs) : text_report(o, runs)) << std::flush;
-  return 0;
+  if (!speaks) return 0;
+  std::ostream& out = o.output.empty() ? std::cout : file;
+  out << (o.json ? json_report(o, runs) : text_report(o, runs)) << std::flush;
+  return out ? 0 : fail("could not write the report to " + (o.output.empty() ? "stdout" : o.output), speaks);
 }
 
 }  // namespace

@@ -54,7 +54,11 @@ std::optional<int> parse_options(int argc, char const* const* argv, options& out
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->type_name("N");
-  app.add_flag("--json", out.json, "print one JSON document on stdout (for scripts); progress stays on stderr");
+  app.add_flag("--json", out.json, "print one JSON document (for scripts); progress stays on stderr");
+  app.add_option("--output", out.output,
+                 "write the report to this file instead of stdout (rank 0 writes it; a launcher that forwards "
+                 "the ranks' stdout and stderr may interleave them)")
+      ->type_name("FILE");
   all->excludes(to);
   shape->excludes(sweep);
 

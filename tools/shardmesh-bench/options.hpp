@@ -18,6 +18,7 @@ struct options : plan_tool::request_args {
   std::size_t repetitions = 20;  // timed runs of each case
   std::size_t warmup = 3;        // untimed runs before them
   bool json = false;             // one JSON document instead of text
+  std::string output;            // the file rank 0 writes the report to; stdout when empty
 };
 
 // Parses argv into `out`. Returns the exit status to leave with when the
