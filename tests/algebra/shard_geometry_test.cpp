@@ -111,3 +111,42 @@ TEST_CASE("shards tile the tensor exactly once and owner inverts the index map",
   INFO("layouts x extents checked: " << cases);
   CHECK(cases > 1000);
 }
+
+// Runs: consecutive_from and held_from against the index maps, index by
+// index, over every small mesh and 1-D layout (block and cyclic).
+TEST_CASE("runs of consecutive local indices and of one holder's global indices", "[algebra][geometry]") {
+  std::size_t runs = 0;
+  for (auto const& mesh : test::small_meshes(3, 3))
+    for (auto const& l : test::all_layouts(mesh, 1, {.partial = {}, .cyclic = {1, 2, 3}})) {
+      bound_dim const dim = bind(mesh, l).dims[0];
+      for (std::size_t extent : {1, 2, 5, 7, 9, 12}) {
+        for (std::size_t r = 0; r < mesh.size(); ++r) {
+          mesh_coordinates const c = coordinates_of(mesh, r);
+          std::size_t const n = local_extent(mesh, dim, extent, c);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::size_t const run = consecutive_from(mesh, dim, extent, c, i);
+            REQUIRE(run >= 1);
+            REQUIRE(i + run <= n);
+            for (std::size_t k = 0; k < run; ++k)
+              REQUIRE(to_global(mesh, dim, extent, c, i + k) == to_global(mesh, dim, extent, c, i) + k);
+            if (dim.dist == distribution::block) REQUIRE(i + run == n);
+            ++runs;
+          }
+        }
+        for (std::size_t g = 0; g < extent; ++g) {
+          std::size_t const run = held_from(mesh, dim, extent, g);
+          REQUIRE(run >= 1);
+          REQUIRE(g + run <= extent);
+          dim_location const first = locate(mesh, dim, extent, g);
+          for (std::size_t k = 0; k < run; ++k)
+            REQUIRE(locate(mesh, dim, extent, g + k).coordinates == first.coordinates);
+          // A block shard's run ends where the next holder's begins.
+          if (dim.dist == distribution::block && g + run < extent)
+            REQUIRE(locate(mesh, dim, extent, g + run).coordinates != first.coordinates);
+          ++runs;
+        }
+      }
+    }
+  INFO("indices checked: " << runs);
+  CHECK(runs > 1000);
+}

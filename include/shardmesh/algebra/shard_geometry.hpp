@@ -180,6 +180,30 @@ struct dim_location {
   return where;
 }
 
+// How many local indices from i on, at coordinates c, hold consecutive
+// global indices: the rest of the shard (block) or of i's block (cyclic).
+// Precondition: i < local_extent(mesh, dim, extent, c). Postcondition: the
+// result r is at least 1, and to_global(i + k) == to_global(i) + k for k < r.
+[[nodiscard]] constexpr std::size_t consecutive_from(mesh_shape const& mesh, bound_dim const& dim, std::size_t extent,
+                                                     mesh_coordinates const& c, std::size_t i) {
+  std::size_t const rest = local_extent(mesh, dim, extent, c) - i;
+  if (dim.dist == distribution::block) return rest;
+  std::size_t const in_block = dim.block_size - i % dim.block_size;
+  return in_block < rest ? in_block : rest;
+}
+
+// How many global indices from g on are held by the shard that holds g: the
+// rest of that shard (block) or of g's block (cyclic). Precondition:
+// g < extent. Postcondition: the result r is at least 1, g + r <= extent,
+// and locate(g + k) has locate(g)'s coordinates for k < r.
+[[nodiscard]] constexpr std::size_t held_from(mesh_shape const& mesh, bound_dim const& dim, std::size_t extent,
+                                              std::size_t g) {
+  dim_location const where = locate(mesh, dim, extent, g);
+  if (dim.dist == distribution::block) return local_extent(mesh, dim, extent, where.coordinates) - where.local;
+  std::size_t const in_block = dim.block_size - g % dim.block_size;
+  return in_block < extent - g ? in_block : extent - g;
+}
+
 // Whether the ranks at coordinates c hold the index that `at` locates in a
 // dimension placed by dim: they agree with it on the dimension's axes.
 [[nodiscard]] constexpr bool holds_index(bound_dim const& dim, dim_location const& at, mesh_coordinates const& c) {

@@ -178,22 +178,26 @@ struct stretch {
 };
 
 // The stretches of the local indices `part` of one dimension, in local
-// order, their local starts counted from part.begin.
+// order, their local starts counted from part.begin: one step each (not one
+// per index), as far as both the shard and the saved box run on.
 inline std::vector<stretch> stretches_of(std::size_t d, mesh_shape const& mesh, bound_layout const& l,
                                          tensor_index const& global, mesh_coordinates const& at, box_grid const& boxes,
                                          interval part) {
   mesh_coordinates const stride = rank_strides(boxes.mesh);
   bound_dim const& saved = boxes.layout.dims[d];
   std::vector<stretch> out;
-  for (std::size_t i = part.begin; i < part.end; ++i) {
+  for (std::size_t i = part.begin; i < part.end;) {
     std::size_t const g = to_global(mesh, l.dims[d], global[d], at, i);
     dim_location const where = locate(boxes.mesh, saved, global[d], g);
     std::size_t box = 0;
     for (std::size_t k = 0; k < saved.count; ++k) box += where.coordinates[saved.axes[k]] * stride[saved.axes[k]];
+    std::size_t const length = std::min({part.end - i, consecutive_from(mesh, l.dims[d], global[d], at, i),
+                                         held_from(boxes.mesh, saved, global[d], g)});
     if (!out.empty() && out.back().box == box && out.back().global + out.back().length == g)
-      ++out.back().length;
+      out.back().length += length;
     else
-      out.push_back({i - part.begin, g, 1, box});
+      out.push_back({i - part.begin, g, length, box});
+    i += length;
   }
   return out;
 }
