@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <vector>
@@ -98,7 +99,7 @@ void require_throws(F&& f, std::string const& contains) {
 
 }  // namespace
 
-TEST_CASE("every word-sum kernel this processor runs gives the checksum's formula", "[io]") {
+TEST_CASE("every word-sum kernel this processor runs gives the checksum's formula, copying or not", "[io]") {
   // Lengths across the kernels' lanes (16) and blocks (256 steps of 16
   // words), of words from a generator and of words with every bit set (the
   // largest 32-bit block sums).
@@ -118,7 +119,12 @@ TEST_CASE("every word-sum kernel this processor runs gives the checksum's formul
           expected.weighted += i * std::uint64_t{(*data)[i]};
         }
         CAPTURE(n, data == &ones);
-        CHECK(kernel(data->data(), n) == expected);
+        CHECK(kernel(data->data(), nullptr, n) == expected);
+        // Copying as it adds: the same sums, and the words where they go.
+        std::vector<std::uint32_t> copy(n + 1, 0);
+        CHECK(kernel(data->data(), copy.data(), n) == expected);
+        CHECK(std::equal(data->begin(), data->begin() + static_cast<std::ptrdiff_t>(n), copy.begin()));
+        CHECK(copy[n] == 0);
       }
 }
 
@@ -233,7 +239,8 @@ std::size_t data_offset(std::filesystem::path const& path, char const* name) {
 
 TEST_CASE("shards of several pieces are moved, checksummed and checked piece by piece", "[io]") {
   // Rows of 40 x 30 doubles (9600 bytes): a shard of whole rows is at least
-  // two checksummed pieces, and its trailing dimensions join each run.
+  // two checksummed pieces, and its trailing dimensions join each run. Read
+  // both ways: copied from the mapped file, and through HDF5.
   test::scratch_dir const dir("shardmesh-io-pieces");
   std::size_t const ranks = static_cast<std::size_t>(test::world_size());
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
@@ -256,11 +263,12 @@ TEST_CASE("shards of several pieces are moved, checksummed and checked piece by 
       out.write("x", distribute(mesh, layouts[f], values));
       out.commit();
     }
-    for (layout const& to : layouts) {
-      INFO("read as " << to_string(to).view());
-      CHECK(equals_values(io::checkpoint_reader(mesh, path).read<double, 3>("x", to)));
-      CHECK(equals_values(io::checkpoint_reader(mesh, path, {.verify = false}).read<double, 3>("x", to)));
-    }
+    for (layout const& to : layouts)
+      for (bool const map : {true, false}) {
+        INFO("read as " << to_string(to).view() << (map ? ", mapped" : ", through HDF5"));
+        CHECK(equals_values(io::checkpoint_reader(mesh, path, {.map = map}).read<double, 3>("x", to)));
+        CHECK(equals_values(io::checkpoint_reader(mesh, path, {.verify = false, .map = map}).read<double, 3>("x", to)));
+      }
   }
   // A byte changed in the last row, past the first piece of any shard.
   std::filesystem::path const path = dir / "saved0.h5";
@@ -274,8 +282,55 @@ TEST_CASE("shards of several pieces are moved, checksummed and checked piece by 
     f.put(static_cast<char>(byte ^ 0x01));
   });
   for (layout const& to : layouts)
-    require_throws<corrupt_checkpoint_error>([&] { (void)io::checkpoint_reader(mesh, path).read<double, 3>("x", to); },
-                                             "the box saved by rank " + std::to_string(ranks - 1));
+    for (bool const map : {true, false})
+      require_throws<corrupt_checkpoint_error>(
+          [&] { (void)io::checkpoint_reader(mesh, path, {.map = map}).read<double, 3>("x", to); },
+          "the box saved by rank " + std::to_string(ranks - 1));
+}
+
+// The reader copies a dataset it can map from the file; any other goes
+// through HDF5 (the test above reads both ways).
+TEST_CASE("a dataset is mapped only where its bytes lie as in memory", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-mapped");
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", dynamic_extent}});
+  matrix const values = numbered({7, 3});
+  std::size_t const bytes = values.size() * sizeof(double);
+  std::filesystem::path const path = dir / "m.h5";
+  {
+    io::checkpoint_writer out(mesh, path);
+    out.write("m", distribute(mesh, layout{shard("a"), replicated}, values));
+    out.commit();
+  }
+  on_rank_zero([&] {
+    hid_t const file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t const set = H5Dopen2(file, "m", H5P_DEFAULT);
+    {
+      io::detail::mapped_dataset const mapped(path, file, set, H5T_NATIVE_DOUBLE, bytes);
+      CHECK(mapped.data() != nullptr);  // CHECK, not REQUIRE: the other ranks wait at the barrier
+      CHECK((mapped.data() != nullptr && std::memcmp(mapped.data(), values.data(), bytes) == 0));
+    }
+    // Another element type, or more bytes than the file holds past the offset.
+    CHECK(io::detail::mapped_dataset(path, file, set, H5T_NATIVE_INT64, bytes).data() == nullptr);
+    CHECK(io::detail::mapped_dataset(path, file, set, H5T_NATIVE_DOUBLE, std::filesystem::file_size(path)).data() ==
+          nullptr);
+    H5Dclose(set);
+    H5Fclose(file);
+
+    // Chunked storage has no single extent to map.
+    std::filesystem::path const chunked = dir / "chunked.h5";
+    hid_t const out = H5Fcreate(chunked.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    std::array<hsize_t, 2> const dims{7, 3}, chunk{2, 3};
+    hid_t const space = H5Screate_simple(2, dims.data(), nullptr);
+    hid_t const creation = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(creation, 2, chunk.data());
+    hid_t const c = H5Dcreate2(out, "m", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, creation, H5P_DEFAULT);
+    H5Dwrite(c, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+    CHECK(io::detail::mapped_dataset(chunked, out, c, H5T_NATIVE_DOUBLE, bytes).data() == nullptr);
+    H5Dclose(c);
+    H5Pclose(creation);
+    H5Sclose(space);
+    H5Fclose(out);
+  });
 }
 
 TEST_CASE("a bad checkpoint or a bad request is the same typed error on every rank", "[io]") {

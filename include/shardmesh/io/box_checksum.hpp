@@ -61,23 +61,33 @@ namespace detail {
 // 16-bit halves in 32-bit sums (after 256 steps a half's sum of running
 // sums is at most 256 * 257 / 2 * (2^16 - 1) < 2^32), which vector units add
 // 4, 8 or 16 at a time without widening; each block then joins the 64-bit
-// sums s1 and s2.
-[[gnu::always_inline]] inline box_sum word_sums_body(void const* data, std::size_t count) {
+// sums s1 and s2. With Copy, each word is also stored to `copy_to`: a
+// copy and its checksum in one pass over memory.
+template <bool Copy>
+[[gnu::always_inline]] inline box_sum word_sums_body(void const* data, void* copy_to, std::size_t count) {
   auto const* words = static_cast<aliasing_word const*>(data);
+  [[maybe_unused]] auto* out = static_cast<aliasing_word*>(copy_to);
   constexpr std::size_t lanes = 16, block = 256;
   std::size_t const steps = count / lanes;
   std::uint64_t s1[lanes] = {}, s2[lanes] = {};
   for (std::size_t first = 0; first < steps; first += block) {
     std::size_t const k = std::min(block, steps - first);
     std::uint32_t low1[lanes] = {}, low2[lanes] = {}, high1[lanes] = {}, high2[lanes] = {};
-    for (std::size_t m = first; m < first + k; ++m)
+    for (std::size_t m = first; m < first + k; ++m) {
+      // A step's words loaded before they are stored: the stores cannot
+      // change them, so the step stays one vector load and one store.
+      std::uint32_t step[lanes];
+      for (std::size_t j = 0; j < lanes; ++j) step[j] = words[lanes * m + j];
+      if constexpr (Copy)
+        for (std::size_t j = 0; j < lanes; ++j) out[lanes * m + j] = step[j];
       for (std::size_t j = 0; j < lanes; ++j) {
-        std::uint32_t const w = words[lanes * m + j];
+        std::uint32_t const w = step[j];
         low1[j] += w & 0xFFFFU;
         low2[j] += low1[j];
         high1[j] += w >> 16;
         high2[j] += high1[j];
       }
+    }
     for (std::size_t j = 0; j < lanes; ++j) {
       s2[j] += k * s1[j] + low2[j] + (std::uint64_t{high2[j]} << 16);
       s1[j] += low1[j] + (std::uint64_t{high1[j]} << 16);
@@ -89,25 +99,35 @@ namespace detail {
     r.weighted += lanes * (steps * s1[j] - s2[j]) + j * s1[j];
   }
   for (std::size_t i = steps * lanes; i < count; ++i) {
+    if constexpr (Copy) out[i] = words[i];
     r.words += words[i];
     r.weighted += i * std::uint64_t{words[i]};
   }
   return r;
 }
 
-using word_sums_kernel = box_sum (*)(void const*, std::size_t);
+// The sums of `count` words at `words`, copied to `copy_to` unless it is null.
+using word_sums_kernel = box_sum (*)(void const* words, void* copy_to, std::size_t count);
+
+[[gnu::always_inline]] inline box_sum word_sums_dispatch(void const* words, void* copy_to, std::size_t count) {
+  return copy_to != nullptr ? word_sums_body<true>(words, copy_to, count)
+                            : word_sums_body<false>(words, nullptr, count);
+}
 
 // The same code for the instructions every x86-64 (or other) processor
 // has, and on x86-64 for wider vectors, chosen by the processor at run
 // time: a library of headers cannot count on the user's -march.
-inline box_sum word_sums_portable(void const* words, std::size_t count) { return word_sums_body(words, count); }
+inline box_sum word_sums_portable(void const* words, void* copy_to, std::size_t count) {
+  return word_sums_dispatch(words, copy_to, count);
+}
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SHARDMESH_WIDE_WORD_SUMS 1
-[[gnu::target("avx2")]] inline box_sum word_sums_avx2(void const* words, std::size_t count) {
-  return word_sums_body(words, count);
+[[gnu::target("avx2")]] inline box_sum word_sums_avx2(void const* words, void* copy_to, std::size_t count) {
+  return word_sums_dispatch(words, copy_to, count);
 }
-[[gnu::target("avx512f,avx512bw")]] inline box_sum word_sums_avx512(void const* words, std::size_t count) {
-  return word_sums_body(words, count);
+[[gnu::target("avx512f,avx512bw")]] inline box_sum word_sums_avx512(void const* words, void* copy_to,
+                                                                    std::size_t count) {
+  return word_sums_dispatch(words, copy_to, count);
 }
 #endif
 
@@ -123,20 +143,22 @@ inline box_sum word_sums_portable(void const* words, std::size_t count) { return
   return out;
 }
 
-[[nodiscard]] inline box_sum word_sums(void const* words, std::size_t count) {
+[[nodiscard]] inline box_sum word_sums(void const* words, std::size_t count, void* copy_to = nullptr) {
   static word_sums_kernel const widest = word_sums_kernels().front();
-  return widest(words, count);
+  return widest(words, copy_to, count);
 }
 
 }  // namespace detail
 
-// The sums of n consecutive elements whose first word is at position q.
+// The sums of n consecutive elements whose first word is at position q,
+// copied to `copy_to` unless it is null.
 template <class T>
-[[nodiscard]] box_sum run_checksum(T const* elements, std::size_t n, std::uint64_t q) {
+[[nodiscard]] box_sum run_checksum(T const* elements, std::size_t n, std::uint64_t q, T* copy_to = nullptr) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
                 "checkpoint: elements of 1, 2, 4 or 8 bytes");
   box_sum r;
   if constexpr (sizeof(T) < 4) {
+    if (copy_to != nullptr) std::memcpy(copy_to, elements, n * sizeof(T));
     for (std::size_t i = 0; i < n; ++i) {
       std::uint32_t word = 0;
       std::memcpy(&word, elements + i, sizeof(T));
@@ -145,7 +167,7 @@ template <class T>
     }
     return r;
   } else {
-    r = detail::word_sums(elements, n * words_per_element<T>);
+    r = detail::word_sums(elements, n * words_per_element<T>, copy_to);
     r.weighted += q * r.words;
     return r;
   }
@@ -202,20 +224,17 @@ inline std::vector<stretch> stretches_of(std::size_t d, mesh_shape const& mesh, 
   return out;
 }
 
-}  // namespace detail
-
-// Adds the elements at local rows `rows` (of dimension 0, every index of
-// the others) of one rank's shard under layout l on mesh, row-major in
-// `piece`, into the sums of the boxes of `boxes` that hold them.
-// Precondition: sums has boxes.mesh.size() entries; piece holds those rows.
-template <class T>
-void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, bound_layout const& l,
-                          tensor_index const& global, std::size_t rank, interval rows, box_grid const& boxes,
-                          std::vector<box_sum>& sums) {
+// Calls f(box, element, position, n) for each run of n elements of the
+// local rows `rows` (of dimension 0, every index of the others) of one
+// rank's shard under layout l on mesh that are consecutive in the global
+// array and in one box of `boxes`: `element` is the run's first element in
+// those rows (row-major), `position` its row-major index in the global array.
+template <class F>
+void for_each_box_run(mesh_shape const& mesh, bound_layout const& l, tensor_index const& global, std::size_t rank,
+                      interval rows, box_grid const& boxes, F&& f) {
   std::size_t const r = l.rank;
-  if (piece.empty()) return;
   mesh_coordinates const at = coordinates_of(mesh, rank);
-  std::vector<std::vector<detail::stretch>> dims;
+  std::vector<std::vector<stretch>> dims;
   std::vector<std::uint64_t> strides(r);  // of global positions
   std::vector<std::size_t> local_strides(r);
   for (std::size_t d = r, s = 1, ls = 1; d-- > 0;) {
@@ -225,8 +244,8 @@ void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, boun
     ls *= local_extent(mesh, l.dims[d], global[d], at);
   }
   for (std::size_t d = 0; d < r; ++d)
-    dims.push_back(detail::stretches_of(d, mesh, l, global, at, boxes,
-                                        d == 0 ? rows : interval{0, local_extent(mesh, l.dims[d], global[d], at)}));
+    dims.push_back(stretches_of(d, mesh, l, global, at, boxes,
+                                d == 0 ? rows : interval{0, local_extent(mesh, l.dims[d], global[d], at)}));
   // Trailing dimensions held whole (one stretch over all their indices)
   // join the runs of the dimension before them: a shard of whole rows is
   // one run per stretch of rows.
@@ -240,15 +259,14 @@ void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, boun
     std::uint64_t position = 0;
     std::size_t box = whole_box, element = 0;
     for (std::size_t d = 0; d < last; ++d) {
-      detail::stretch const& s = dims[d][piece_index[d]];
+      stretch const& s = dims[d][piece_index[d]];
       position += (s.global + offset[d]) * strides[d];
       box += s.box;
       element += (s.local + offset[d]) * local_strides[d];
     }
-    for (detail::stretch const& s : dims[last])
-      sums[box + s.box] +=
-          run_checksum(piece.data() + element + s.local * local_strides[last], s.length * strides[last],
-                       (position + s.global * strides[last]) * words_per_element<T>);
+    for (stretch const& s : dims[last])
+      f(box + s.box, element + s.local * local_strides[last], position + s.global * strides[last],
+        s.length * strides[last]);
     std::size_t d = last;
     while (d-- > 0) {
       if (++offset[d] < dims[d][piece_index[d]].length) break;
@@ -258,6 +276,41 @@ void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, boun
     }
     if (d == static_cast<std::size_t>(-1)) return;
   }
+}
+
+}  // namespace detail
+
+// Adds the elements at local rows `rows` (of dimension 0, every index of
+// the others) of one rank's shard under layout l on mesh, row-major in
+// `piece`, into the sums of the boxes of `boxes` that hold them.
+// Precondition: sums has boxes.mesh.size() entries; piece holds those rows.
+template <class T>
+void add_to_box_checksums(std::span<T const> piece, mesh_shape const& mesh, bound_layout const& l,
+                          tensor_index const& global, std::size_t rank, interval rows, box_grid const& boxes,
+                          std::vector<box_sum>& sums) {
+  if (piece.empty()) return;
+  detail::for_each_box_run(mesh, l, global, rank, rows, boxes,
+                           [&](std::size_t box, std::size_t element, std::uint64_t position, std::size_t n) {
+                             sums[box] += run_checksum(piece.data() + element, n, position * words_per_element<T>);
+                           });
+}
+
+// The same rows copied into `piece` from `image`, the whole global array
+// row-major (a mapped dataset), their sums added as add_to_box_checksums
+// adds them in the same pass; only copied when sums is null.
+template <class T>
+void copy_with_box_checksums(T const* image, std::span<T> piece, mesh_shape const& mesh, bound_layout const& l,
+                             tensor_index const& global, std::size_t rank, interval rows, box_grid const& boxes,
+                             std::vector<box_sum>* sums) {
+  if (piece.empty()) return;
+  detail::for_each_box_run(mesh, l, global, rank, rows, boxes,
+                           [&](std::size_t box, std::size_t element, std::uint64_t position, std::size_t n) {
+                             if (sums != nullptr)
+                               (*sums)[box] += run_checksum(image + position, n, position * words_per_element<T>,
+                                                            piece.data() + element);
+                             else
+                               std::memcpy(piece.data() + element, image + position, n * sizeof(T));
+                           });
 }
 
 }  // namespace shardmesh::io

@@ -15,6 +15,7 @@
 
 #include "shardmesh/algebra/notation.hpp"
 #include "shardmesh/io/detail/checkpoint_support.hpp"
+#include "shardmesh/io/detail/mapped_dataset.hpp"
 #include "shardmesh/io/detail/selection.hpp"
 #include "shardmesh/tensor/redistribute.hpp"
 
@@ -37,6 +38,11 @@ struct read_options {
   // Check every box's checksums (a pass over the data as it is read). Off
   // only for storage trusted not to change a byte.
   bool verify = true;
+  // Copy a dataset HDF5 stores as one plain extent from the file mapped
+  // into memory, checksumming as it copies (detail/mapped_dataset.hpp).
+  // Off: every read goes through HDF5, for file systems where mapping a
+  // file is slow, or files that may shrink while they are read.
+  bool map = true;
 };
 
 class checkpoint_reader {
@@ -214,32 +220,45 @@ class checkpoint_reader {
                 : x.local();
     auto const host = Kokkos::create_mirror_view(Kokkos::WithoutInitializing, local);
 
-    // Piece by piece: read, then checksummed while it is in the cache.
-    std::size_t const piece_bytes = options_.verify ? detail::checked_piece_bytes : detail::unchecked_piece_bytes;
     std::array<hsize_t, Rank> local_dims{};
-    for (std::size_t d = 0; d < Rank; ++d) local_dims[d] = local.extent(d);
+    std::size_t dataset_bytes = sizeof(T);
+    for (std::size_t d = 0; d < Rank; ++d) {
+      local_dims[d] = local.extent(d);
+      dataset_bytes *= global[d];
+    }
     std::size_t const rows = local_dims[0], row_bytes = detail::row_bytes(sizeof(T), local_dims);
-    std::size_t const pieces = detail::piece_count(rows, row_bytes, piece_bytes);
-    bool const counts = detail::counts_its_shard(mesh.shape(), b, mesh.rank());
+    bool const counts = options_.verify && detail::counts_its_shard(mesh.shape(), b, mesh.rank());
     std::vector<box_sum> sums(boxes.sums.size());
-    detail::space_handle const file_space(H5Dget_space(dataset));
     detail::type_handle const type(detail::native_type<T>());
-    detail::properties_handle const dxpl = detail::independent_transfer();
-    static T nothing{};  // a buffer for pieces of no elements
     bool ok = true;
-    for (std::size_t k = 0; k < pieces; ++k) {
-      interval const piece = detail::piece_rows(k, rows, row_bytes, piece_bytes);
-      std::array<hsize_t, Rank> piece_dims = local_dims;
-      piece_dims[0] = piece.size();
-      detail::space_handle const memory_space(H5Screate_simple(Rank, piece_dims.data(), nullptr));
-      if (detail::select_shard(file_space.get(), mesh.shape(), b, global, mesh.rank(), piece) == 0)
-        H5Sselect_none(memory_space.get());
-      T* const at =
-          host.size() > 0 && piece.size() > 0 ? host.data() + piece.begin * (row_bytes / sizeof(T)) : &nothing;
-      ok = H5Dread(dataset, type.get(), memory_space.get(), file_space.get(), dxpl.get(), at) >= 0 && ok;
-      if (options_.verify && counts && at != &nothing)
-        add_to_box_checksums(std::span<T const>(at, piece.size() * (row_bytes / sizeof(T))), mesh.shape(), b, global,
-                             mesh.rank(), piece, boxes.grid, sums);
+    std::optional<detail::mapped_dataset> mapped;
+    if (options_.map && host.size() > 0) mapped.emplace(path_, file_.get(), dataset, type.get(), dataset_bytes);
+    if (mapped && mapped->data() != nullptr) {
+      // Copied from the mapped file, checksummed in the same pass where it counts.
+      copy_with_box_checksums(reinterpret_cast<T const*>(mapped->data()), std::span<T>(host.data(), host.size()),
+                              mesh.shape(), b, global, mesh.rank(), interval{0, rows}, boxes.grid,
+                              counts ? &sums : nullptr);
+    } else {
+      // Through HDF5, piece by piece: read, then checksummed while in the cache.
+      std::size_t const piece_bytes = options_.verify ? detail::checked_piece_bytes : detail::unchecked_piece_bytes;
+      std::size_t const pieces = detail::piece_count(rows, row_bytes, piece_bytes);
+      detail::space_handle const file_space(H5Dget_space(dataset));
+      detail::properties_handle const dxpl = detail::independent_transfer();
+      static T nothing{};  // a buffer for pieces of no elements
+      for (std::size_t k = 0; k < pieces; ++k) {
+        interval const piece = detail::piece_rows(k, rows, row_bytes, piece_bytes);
+        std::array<hsize_t, Rank> piece_dims = local_dims;
+        piece_dims[0] = piece.size();
+        detail::space_handle const memory_space(H5Screate_simple(Rank, piece_dims.data(), nullptr));
+        if (detail::select_shard(file_space.get(), mesh.shape(), b, global, mesh.rank(), piece) == 0)
+          H5Sselect_none(memory_space.get());
+        T* const at =
+            host.size() > 0 && piece.size() > 0 ? host.data() + piece.begin * (row_bytes / sizeof(T)) : &nothing;
+        ok = H5Dread(dataset, type.get(), memory_space.get(), file_space.get(), dxpl.get(), at) >= 0 && ok;
+        if (counts && at != &nothing)
+          add_to_box_checksums(std::span<T const>(at, piece.size() * (row_bytes / sizeof(T))), mesh.shape(), b, global,
+                               mesh.rank(), piece, boxes.grid, sums);
+      }
     }
     detail::agree_ok<corrupt_checkpoint_error>(over, ok, "checkpoint: reading the dataset \"" + name + "\" failed");
     if (options_.verify) detail::sum_up(over, sums);
