@@ -41,7 +41,8 @@ struct read_options {
   // Copy a dataset HDF5 stores as one plain extent from the file mapped
   // into memory, checksumming as it copies (detail/mapped_dataset.hpp).
   // Off: every read goes through HDF5, for file systems where mapping a
-  // file is slow, or files that may shrink while they are read.
+  // file is slow, or files that may shrink while they are read (a mapped
+  // read would stop the process where HDF5 reports a typed error).
   bool map = true;
 };
 

@@ -6,10 +6,14 @@
 // enough to be checksummed in the cache costs an HDF5 call.
 //
 // Only a dataset HDF5 stores as one contiguous, unfiltered extent of the
-// element type's native representation, in a file without a user block
-// (whose addresses HDF5 counts from its end), and wholly inside the file as
-// it is now (a truncated file would fault on access instead of failing).
-// Otherwise nothing is mapped and the reader goes through H5Dread.
+// element type's native representation, at an offset that is a multiple
+// of the element's size (HDF5 aligns nothing unless asked: a dataset after
+// one of an odd number of bytes may start anywhere), in a file without a
+// user block (whose addresses HDF5 counts from its end), and wholly inside
+// the file as it is now. Otherwise nothing is mapped and the reader goes
+// through H5Dread. A file that shrinks while mapped, or a storage error
+// while a page is loaded, stops the process (SIGBUS) instead of failing
+// as a typed error: read_options{.map = false} avoids both.
 
 #include "shardmesh/io/detail/hdf5.hpp"
 
@@ -31,7 +35,7 @@ class mapped_dataset {
   // elements of `memory_type`.
   mapped_dataset(std::filesystem::path const& path, hid_t file, hid_t dataset, hid_t memory_type, std::size_t bytes) {
     haddr_t const offset = bytes > 0 && mappable(file, dataset, memory_type) ? H5Dget_offset(dataset) : HADDR_UNDEF;
-    if (offset == HADDR_UNDEF) return;
+    if (offset == HADDR_UNDEF || offset % H5Tget_size(memory_type) != 0) return;
     int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat status{};
