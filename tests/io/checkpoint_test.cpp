@@ -8,6 +8,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -101,15 +102,20 @@ void require_throws(F&& f, std::string const& contains) {
 
 TEST_CASE("every word-sum kernel this processor runs gives the checksum's formula, copying or not", "[io]") {
   // Lengths across the kernels' lanes (16) and blocks (256 steps of 16
-  // words), of words from a generator and of words with every bit set (the
-  // largest 32-bit block sums).
-  std::vector<std::uint32_t> words(3 * 4096 + 40);
+  // words), and around the length from which copies stream their stores
+  // (to every alignment of the destination), of words from a generator and
+  // of words with every bit set (the largest 32-bit block sums).
+  constexpr std::size_t streamed = io::detail::stream_words;
+  std::vector<std::uint32_t> words(streamed + 3 * 4096 + 40);
   std::uint64_t state = 7;
   for (std::uint32_t& w : words) w = static_cast<std::uint32_t>((state = state * 6364136223846793005U + 1) >> 32);
   std::vector<std::uint32_t> const ones(words.size(), 0xFFFFFFFFU);
   std::vector<std::size_t> lengths;
   for (std::size_t n = 0; n < 40; ++n) lengths.push_back(n);
-  for (std::size_t n : {4095, 4096, 4097, 4111, 8192, 8209, 3 * 4096 + 39}) lengths.push_back(n);
+  for (std::size_t n :
+       {std::size_t{4095}, std::size_t{4096}, std::size_t{4097}, std::size_t{4111}, std::size_t{8192},
+        std::size_t{8209}, 3 * std::size_t{4096} + 39, streamed - 1, streamed, streamed + 17, streamed + 3 * 4096 + 39})
+    lengths.push_back(n);
   for (io::detail::word_sums_kernel const kernel : io::detail::word_sums_kernels())
     for (std::vector<std::uint32_t> const* data : std::array<std::vector<std::uint32_t> const*, 2>{&words, &ones})
       for (std::size_t const n : lengths) {
@@ -120,11 +126,18 @@ TEST_CASE("every word-sum kernel this processor runs gives the checksum's formul
         }
         CAPTURE(n, data == &ones);
         CHECK(kernel(data->data(), nullptr, n) == expected);
-        // Copying as it adds: the same sums, and the words where they go.
-        std::vector<std::uint32_t> copy(n + 1, 0);
-        CHECK(kernel(data->data(), copy.data(), n) == expected);
-        CHECK(std::equal(data->begin(), data->begin() + static_cast<std::ptrdiff_t>(n), copy.begin()));
-        CHECK(copy[n] == 0);
+        // Copying as it adds: the same sums, and the words where they go,
+        // none before or after them.
+        for (std::size_t offset = 0; offset <= (n + 1 >= streamed ? 16 : 1); ++offset) {
+          CAPTURE(offset);
+          std::vector<std::uint32_t> copy(offset + n + 1, 0);
+          CHECK(kernel(data->data(), copy.data() + offset, n) == expected);
+          CHECK(std::equal(data->begin(), data->begin() + static_cast<std::ptrdiff_t>(n),
+                           copy.begin() + static_cast<std::ptrdiff_t>(offset)));
+          CHECK(std::all_of(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(offset),
+                            [](std::uint32_t w) { return w == 0; }));
+          CHECK(copy.back() == 0);
+        }
       }
 }
 

@@ -29,7 +29,12 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 namespace shardmesh::io {
 
@@ -61,10 +66,17 @@ namespace detail {
 // 16-bit halves in 32-bit sums (after 256 steps a half's sum of running
 // sums is at most 256 * 257 / 2 * (2^16 - 1) < 2^32), which vector units add
 // 4, 8 or 16 at a time without widening; each block then joins the 64-bit
-// sums s1 and s2. With Copy, each word is also stored to `copy_to`: a
-// copy and its checksum in one pass over memory.
-template <bool Copy>
-[[gnu::always_inline]] inline box_sum word_sums_body(void const* data, void* copy_to, std::size_t count) {
+// sums s1 and s2. A Store other than no_store also stores each step's 16
+// words to `copy_to`: a copy and its checksum in one pass over memory.
+struct no_store {};
+struct plain_store {
+  [[gnu::always_inline]] void operator()(aliasing_word* to, std::uint32_t const* step) const {
+    for (std::size_t j = 0; j < 16; ++j) to[j] = step[j];
+  }
+};
+template <class Store>
+[[gnu::always_inline]] inline box_sum word_sums_body(void const* data, void* copy_to, std::size_t count, Store store) {
+  constexpr bool copies = !std::is_same_v<Store, no_store>;
   auto const* words = static_cast<aliasing_word const*>(data);
   [[maybe_unused]] auto* out = static_cast<aliasing_word*>(copy_to);
   constexpr std::size_t lanes = 16, block = 256;
@@ -78,8 +90,7 @@ template <bool Copy>
       // change them, so the step stays one vector load and one store.
       std::uint32_t step[lanes];
       for (std::size_t j = 0; j < lanes; ++j) step[j] = words[lanes * m + j];
-      if constexpr (Copy)
-        for (std::size_t j = 0; j < lanes; ++j) out[lanes * m + j] = step[j];
+      if constexpr (copies) store(out + lanes * m, step);
       for (std::size_t j = 0; j < lanes; ++j) {
         std::uint32_t const w = step[j];
         low1[j] += w & 0xFFFFU;
@@ -99,35 +110,80 @@ template <bool Copy>
     r.weighted += lanes * (steps * s1[j] - s2[j]) + j * s1[j];
   }
   for (std::size_t i = steps * lanes; i < count; ++i) {
-    if constexpr (Copy) out[i] = words[i];
+    if constexpr (copies) out[i] = words[i];
     r.words += words[i];
     r.weighted += i * std::uint64_t{words[i]};
   }
   return r;
 }
 
+// Sums whose positions were counted from 0, counted from q instead.
+[[nodiscard]] constexpr box_sum at_position(box_sum r, std::uint64_t q) {
+  r.weighted += q * r.words;
+  return r;
+}
+
 // The sums of `count` words at `words`, copied to `copy_to` unless it is null.
 using word_sums_kernel = box_sum (*)(void const* words, void* copy_to, std::size_t count);
-
-[[gnu::always_inline]] inline box_sum word_sums_dispatch(void const* words, void* copy_to, std::size_t count) {
-  return copy_to != nullptr ? word_sums_body<true>(words, copy_to, count)
-                            : word_sums_body<false>(words, nullptr, count);
-}
 
 // The same code for the instructions every x86-64 (or other) processor
 // has, and on x86-64 for wider vectors, chosen by the processor at run
 // time: a library of headers cannot count on the user's -march.
 inline box_sum word_sums_portable(void const* words, void* copy_to, std::size_t count) {
-  return word_sums_dispatch(words, copy_to, count);
+  return copy_to != nullptr ? word_sums_body(words, copy_to, count, plain_store{})
+                            : word_sums_body(words, nullptr, count, no_store{});
 }
+
+// A wide kernel's copy of at least this many words streams its stores past
+// the cache: a plain store first reads the line it overwrites (half again
+// the memory traffic), and a copy this long (a checkpoint's shard, say)
+// would push out of the cache most of what it leaves there before anything
+// reads it. The AVX-512 kernel copying 512 MiB in 1 MiB runs, out of cache:
+// 79 ms streamed, 103 ms stored plainly; memcpy alone, 93 ms.
+inline constexpr std::size_t stream_words = std::size_t{1} << 16;  // 256 KiB
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SHARDMESH_WIDE_WORD_SUMS 1
-[[gnu::target("avx2")]] inline box_sum word_sums_avx2(void const* words, void* copy_to, std::size_t count) {
-  return word_sums_dispatch(words, copy_to, count);
+
+// A wide kernel: Stream stores a step's 16 words to an address aligned to
+// Align bytes. The words up to the first such address are stored plainly.
+template <std::size_t Align, class Stream>
+[[gnu::always_inline]] inline box_sum word_sums_wide(void const* words, void* copy_to, std::size_t count,
+                                                     Stream stream) {
+  auto const address = reinterpret_cast<std::uintptr_t>(copy_to);
+  if (copy_to == nullptr) return word_sums_body(words, nullptr, count, no_store{});
+  if (count < stream_words || address % sizeof(std::uint32_t) != 0)
+    return word_sums_body(words, copy_to, count, plain_store{});
+  std::size_t const head = (Align - address % Align) % Align / sizeof(std::uint32_t);
+  auto const* from = static_cast<aliasing_word const*>(words);
+  auto* to = static_cast<aliasing_word*>(copy_to);
+  box_sum r = word_sums_body(from, to, head, plain_store{});
+  r += at_position(word_sums_body(from + head, to + head, count - head, stream), head);
+  _mm_sfence();  // streamed stores are ordered by nothing else
+  return r;
 }
-[[gnu::target("avx512f,avx512bw")]] inline box_sum word_sums_avx512(void const* words, void* copy_to,
+
+struct stream_avx2 {
+  [[gnu::target("avx2")]] void operator()(aliasing_word* to, std::uint32_t const* step) const {
+    auto* out = reinterpret_cast<__m256i*>(to);
+    auto const* in = reinterpret_cast<__m256i const*>(step);
+    _mm256_stream_si256(out, _mm256_loadu_si256(in));
+    _mm256_stream_si256(out + 1, _mm256_loadu_si256(in + 1));
+  }
+};
+struct stream_avx512 {
+  [[gnu::target("avx512f")]] void operator()(aliasing_word* to, std::uint32_t const* step) const {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(to), _mm512_loadu_si512(step));
+  }
+};
+// Flattened: the stores, made for these instructions, inline into a step.
+[[gnu::target("avx2"), gnu::flatten]] inline box_sum word_sums_avx2(void const* words, void* copy_to,
                                                                     std::size_t count) {
-  return word_sums_dispatch(words, copy_to, count);
+  return word_sums_wide<32>(words, copy_to, count, stream_avx2{});
+}
+[[gnu::target("avx512f,avx512bw"), gnu::flatten]] inline box_sum word_sums_avx512(void const* words, void* copy_to,
+                                                                                  std::size_t count) {
+  return word_sums_wide<64>(words, copy_to, count, stream_avx512{});
 }
 #endif
 
@@ -167,9 +223,7 @@ template <class T>
     }
     return r;
   } else {
-    r = detail::word_sums(elements, n * words_per_element<T>, copy_to);
-    r.weighted += q * r.words;
-    return r;
+    return detail::at_position(detail::word_sums(elements, n * words_per_element<T>, copy_to), q);
   }
 }
 
