@@ -4,11 +4,11 @@
 // coordinates of the next (previous) stage, over the mesh's "pp" group;
 // both ends use the same layout, so a block goes to one peer whole. A
 // stage's receives are posted ahead of the action that waits for them (a
-// window of them in list order, topped up before a receive blocks, so that
-// posting is never between an arrival and the work it starts), its sends
-// are non-blocking and complete while it computes (the ones done are let
-// go after each new send, not after an arrival); finish() waits for the
-// last sends.
+// window of them in list order), topped up right after each send, while
+// the block sent leaves: not when a receive is called, whose block may
+// already be there and waits for nothing but the posting. Its sends are
+// non-blocking and complete while it computes (the ones done are let go at
+// the next send); finish() waits for the last sends.
 
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/point_to_point.hpp"
@@ -47,13 +47,15 @@ class stage_transfers {
 
   // Sends x's block; the block's memory stays held until MPI has sent it.
   void send(pipeline_action const& a, Activation const& x) {
+    release_sent();
     int const to = peer(a.op == pipeline_op::send_activation);
     request done = isend(*pp_, flat_view(ops::local::flat(x.local())), to, tag(a), exec_);
     sends_.push_back({std::move(done), x.local()});
-    release_sent();  // while this one leaves
+    post_ahead();  // while this one leaves
   }
 
-  // Waits for the receive action a (the next one in list order), posting the next ones.
+  // Waits for the receive action a (the next one in list order); posts
+  // receives only when none is posted (receives in a row without a send).
   Activation receive(pipeline_action const& a) {
     if (posted_.empty()) post_ahead();
     if (posted_.empty() || posted_.front().action != a)
@@ -61,7 +63,6 @@ class stage_transfers {
                                  std::string(describe(a).view()) + " out of its schedule's order");
     pending r = std::move(posted_.front());
     posted_.pop_front();
-    post_ahead();  // while this one arrives, not after
     r.done.wait();
     return std::move(r.buffer);
   }
