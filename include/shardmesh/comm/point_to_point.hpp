@@ -60,11 +60,11 @@ template <class T, class Space>
 template <class T, class Space>
 [[nodiscard]] request isend(communicator const& comm, Kokkos::View<T*, Space> data, int destination, int tag = 0,
                             execution_space_of<Space> const& exec = {}) {
-  detail::count_call<T>(comm, "point_to_point", data.extent(0), 0);
   staged_buffer<T, Space> const in = detail::stage(comm, data, std::nullopt, true, false);
   in.to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Isend(in.data(), detail::mpi_count(data.extent(0)), mpi_type<T>(), destination, tag, comm.get(), &r);
+  detail::count_call<T>(comm, "point_to_point", data.extent(0), 0);  // once posted: the peer may be waiting
   if (!in.staged()) return request("send", {r});
   return request("send", {r}, [in] {});  // keeps the host copy until MPI has sent it
 }

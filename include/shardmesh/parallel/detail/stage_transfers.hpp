@@ -47,9 +47,9 @@ class stage_transfers {
 
   // Sends x's block; the block's memory stays held until MPI has sent it.
   void send(pipeline_action const& a, Activation const& x) {
-    release_sent();
     int const to = peer(a.op == pipeline_op::send_activation);
     request done = isend(*pp_, flat_view(ops::local::flat(x.local())), to, tag(a), exec_);
+    release_sent();  // after posting: the peer may be waiting for this block
     sends_.push_back({std::move(done), x.local()});
     post_ahead();  // while this one leaves
   }
