@@ -4,7 +4,7 @@
 // space of 64 ranks and a 32-layer model is enumerated, sized and timed in
 // under a second, the memory model's totals obey ZeRO's table, a hardware
 // model fits and looks up what calibration measured, and the time model
-// charges each plan for what it does.
+// charges each plan for what it does, the library's own costs included.
 #include <shardmesh/parallel/hardware_model.hpp>
 #include <shardmesh/parallel/memory_model.hpp>
 #include <shardmesh/parallel/model_spec.hpp>
@@ -225,6 +225,14 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 2) - 2e-6) < 1e-15);  // 0 and 2: one node
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 4) - 2e-5) < 1e-15);  // two nodes
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 8, 0, 1) - 4e-6) < 1e-15);    // only within measured
+  // The library's own cost per stage, by the kind of the stage: 0 the embedding, 1 to L the blocks, then head, loss.
+  CHECK(kind_of_stage(0, 4) == stage_kind::embedding);
+  for (std::size_t s = 1; s <= 4; ++s) CHECK(kind_of_stage(s, 4) == stage_kind::block);
+  CHECK(kind_of_stage(5, 4) == stage_kind::head);
+  CHECK(kind_of_stage(6, 4) == stage_kind::loss);
+  h.overheads[static_cast<std::size_t>(stage_kind::head)] = {1e-5, 3e-5};
+  CHECK(h.overhead(stage_kind::head).backward == 3e-5);
+  CHECK(h.overhead(stage_kind::block).forward == 0);  // none measured: none charged
 }
 
 TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backward twice the forward",
@@ -308,4 +316,39 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   // ZeRO-3 gathers each stage's parameters before its forward and its backward.
   step_time const z3 = slow_links.predict({.dp = 2, .zero = zero_stage::parameters, .micro_batch = 4});
   CHECK(z3.parameter_gather > 0);
+}
+
+TEST_CASE("the time model charges the library's own costs: per stage and micro-batch, per parameter gathered",
+          "[parallel][planner]") {
+  gpt_config const c{
+      .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
+  gpt_memory_model const model(c);
+  hardware_model const plain = machine(0, 0);
+  hardware_model costly = plain;
+  // Distinct powers of two: each sum below is exact.
+  costly.overheads[static_cast<std::size_t>(stage_kind::embedding)] = {0x1p-20, 0x1p-19};
+  costly.overheads[static_cast<std::size_t>(stage_kind::block)] = {0x1p-16, 0x1p-15};
+  costly.overheads[static_cast<std::size_t>(stage_kind::head)] = {0x1p-18, 0x1p-17};
+  costly.overheads[static_cast<std::size_t>(stage_kind::loss)] = {0x1p-22, 0x1p-21};
+  double const per_micro_batch =
+      (0x1p-20 + 0x1p-19) + 4 * (0x1p-16 + 0x1p-15) + (0x1p-18 + 0x1p-17) + (0x1p-22 + 0x1p-21);
+  time_model const without(model, plain), with(model, costly);
+  // One rank: every stage's forward and backward, once per micro-batch.
+  for (std::size_t m : {1, 4}) {
+    training_plan const p{.micro_batch = 8 / m, .micro_batches = m};
+    CHECK(with.predict(p).compute - without.predict(p).compute ==
+          Catch::Approx(static_cast<double>(m) * per_micro_batch));
+  }
+  // ZeRO-3 on dp = 2: every parameter gathered before each forward and each backward, each a redistribution.
+  costly.redistribution_overhead = 1e-5;
+  time_model const gathering(model, costly);
+  training_plan const z3{.dp = 2, .zero = zero_stage::parameters, .micro_batch = 2, .micro_batches = 4};
+  std::size_t parameters = 0;
+  for (stage_spec const& s : model.stages()) parameters += s.parameters.size();
+  CHECK(gathering.predict(z3).parameter_gather - with.predict(z3).parameter_gather ==
+        Catch::Approx(4 * 2 * static_cast<double>(parameters) * 1e-5));
+  // ZeRO-1 gathers every updated parameter back once a step.
+  training_plan const z1{.dp = 2, .zero = zero_stage::optimizer_state, .micro_batch = 2, .micro_batches = 4};
+  CHECK(gathering.predict(z1).data_parallel - with.predict(z1).data_parallel ==
+        Catch::Approx(static_cast<double>(parameters) * 1e-5));
 }

@@ -5,7 +5,8 @@
     python3 planner_test.py memory PLAN_TRAINING MODEL HARDWARE DIR MPIEXEC... TRAIN_GPT [POSTFLAGS...]
 
 calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
-hardware file with every figure the planner reads. described: the 8-GPU node
+hardware file with every figure the planner reads, and run again with
+--faster-than that file keeps each figure's faster. described: the 8-GPU node
 and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
 predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
@@ -50,6 +51,30 @@ def calibrate(out_dir, command):
     check(kinds == {(k, 2) for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "point_to_point")},
           "every collective on groups of 2")
     check(h["elementwise_bytes_per_second"] > 0 and h["memory_per_rank"] > 0, "bandwidth and memory")
+    overheads = h["stage_overheads"]
+    check(set(overheads) == {"embedding", "block", "head", "loss"} and
+          all(o["forward_seconds"] >= 0 and o["backward_seconds"] >= 0 for o in overheads.values()),
+          "the library's own cost of every kind of stage, never negative")
+    check(overheads["block"]["forward_seconds"] + overheads["block"]["backward_seconds"] > 0,
+          "a block's ops cost something beyond their arithmetic")
+    check(h["redistribution_overhead_seconds"] >= 0, "a redistribution's own cost")
+    # Again, keeping each figure's faster of the two: no rate falls, no cost rises.
+    again = os.path.join(out_dir, "planner-test-hardware-again.json")
+    run([*command, "--quick", "--out", again, "--faster-than", path])
+    with open(again) as f:
+        h2 = json.load(f)
+    rate = {(g["m"], g["n"], g["k"]): g["flops_per_second"] for g in h["gemm"]}
+    check(all(g["flops_per_second"] >= rate[(g["m"], g["n"], g["k"])] for g in h2["gemm"]),
+          "--faster-than: every GEMM rate at least the earlier file's")
+    check(h2["redistribution_overhead_seconds"] <= h["redistribution_overhead_seconds"] and
+          all(h2["stage_overheads"][k][p] <= h["stage_overheads"][k][p]
+              for k in overheads for p in ("forward_seconds", "backward_seconds")),
+          "--faster-than: no overhead above the earlier file's")
+    check(h2["elementwise_bytes_per_second"] >= h["elementwise_bytes_per_second"],
+          "--faster-than: the bandwidth at least the earlier file's")
+    bad = subprocess.run([*command, "--quick", "--out", again, "--faster-than", os.path.join(out_dir, "none.json")],
+                         capture_output=True, text=True, timeout=120)
+    check(bad.returncode != 0 and "cannot be read" in bad.stderr, "--faster-than a missing file: a clear error")
 
 
 def described(plan_training, models, hardware):

@@ -1,9 +1,11 @@
 // shardmesh-calibrate: measures this machine once for the training planner
 // and writes the hardware file (JSON): each rank's GEMM rate by shape with
 // every rank computing, the bandwidth of an elementwise kernel, the time
-// of each of the library's elementwise and row kernels by size, and every
+// of each of the library's elementwise and row kernels by size, every
 // collective's alpha + beta x bytes per group size on the ranks it runs on,
-// through shardmesh's own collectives, as training calls them.
+// through shardmesh's own collectives, as training calls them, and the
+// library's own cost per GPT stage (on a GPT of extents 1 and 2, less its
+// arithmetic as priced) and per redistribution (beyond its collective).
 //
 //   mpirun -n 2 shardmesh-calibrate --quick --out hardware-2.json
 //
@@ -20,6 +22,7 @@
 
 #include <shardmesh/comm/communicator.hpp>
 #include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/parallel/time_model.hpp>
 #include <shardmesh/runtime_info.hpp>
 
 #include <mpi.h>
@@ -30,8 +33,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -69,10 +74,26 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
       "shardmesh-calibrate"};
   app.add_flag("--quick", quick, "fewer shapes and sizes: under a minute");
   app.add_option("--out", out, "the hardware file to write")->capture_default_str()->type_name("FILE");
+  std::string earlier_file;
+  app.add_option("--faster-than", earlier_file,
+                 "a hardware file measured earlier on this machine and ranks: keep each figure's faster of the two "
+                 "(calibrations spread over time meet more of a shared machine's quiet spells)")
+      ->type_name("FILE");
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
     return speaks ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
+  // Read by every rank before anything is measured: a bad file fails everywhere alike.
+  std::optional<shardmesh::parallel::hardware_model> earlier;
+  try {
+    if (!earlier_file.empty()) earlier = planner_tool::read_hardware(earlier_file);
+    if (earlier && (!earlier->measured || earlier->ranks != static_cast<std::size_t>(world.size())))
+      throw shardmesh::invalid_option_error("--faster-than " + earlier_file + ": not measured on " +
+                                            std::to_string(world.size()) + " ranks");
+  } catch (std::exception const& e) {
+    if (speaks) std::cerr << "shardmesh-calibrate: " << e.what() << std::endl;
+    return 1;
   }
   MPI_Comm shared = MPI_COMM_NULL;
   MPI_Comm_split_type(world.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
@@ -98,6 +119,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   std::size_t const passes = quick ? 2 : 3;
   std::vector<planner_tool::kernel_series> kernels;
   std::vector<planner_tool::collective_series> collectives;
+  std::vector<shardmesh::parallel::stage_overhead> stages;
   for (std::size_t pass = 0; pass < passes; ++pass) {
     std::string const of = " (pass " + std::to_string(pass + 1) + " of " + std::to_string(passes) + ")";
     say("GEMM rates of " + std::to_string(sizes.gemm_shapes.size()) + " shapes" + of);
@@ -109,18 +131,39 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     auto const k = planner_tool::measure_kernels(world, sizes, computes);
     say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks" + of);
     auto const c = planner_tool::measure_collectives(world, sizes);
+    say("the library's own cost per stage and per redistribution" + of);
+    auto const st = planner_tool::measure_stage_seconds(world, sizes, computes);
+    double const r = planner_tool::measure_redistribution_overhead(world, sizes);
     if (pass == 0) {
-      h.gemm = gemm, kernels = k, collectives = c;
+      h.gemm = gemm, kernels = k, collectives = c, stages = st, h.redistribution_overhead = r;
     } else {
       planner_tool::keep_faster(h.gemm, gemm);
       planner_tool::keep_faster(kernels, k);
       planner_tool::keep_faster(collectives, c);
+      for (std::size_t i = 0; i < stages.size(); ++i)
+        stages[i] = {std::min(stages[i].forward, st[i].forward), std::min(stages[i].backward, st[i].backward)};
+      h.redistribution_overhead = std::min(h.redistribution_overhead, r);
     }
   }
+  if (earlier) planner_tool::keep_faster(*earlier, h, kernels, collectives);
   for (auto const& k : kernels)
     h.kernels.push_back({k.kind, shardmesh::parallel::fit_link_cost(k.elements, k.seconds)});
   for (auto const& c : collectives)
     h.collectives.push_back({c.kind, c.group, shardmesh::parallel::fit_link_cost(c.bytes, c.seconds)});
+  // A stage's overhead: what the tiny GPT's stage took beyond its arithmetic as the planner prices it.
+  shardmesh::mesh_shape const alone{{"dp", 1}, {"tp", 1}};
+  std::size_t const layers = planner_tool::tiny_gpt.layers;
+  for (std::size_t s : {std::size_t{0}, std::size_t{1}, layers + 1, layers + 2}) {  // one stage of each kind
+    auto const kind = shardmesh::parallel::kind_of_stage(s, layers);
+    auto const a = shardmesh::parallel::stage_arithmetic(
+        h, shardmesh::parallel::gpt_stage_work(planner_tool::tiny_gpt, alone, s, 1));
+    auto const& measured = stages[static_cast<std::size_t>(kind)];
+    shardmesh::parallel::stage_overhead& o = h.overheads[static_cast<std::size_t>(kind)];
+    o = {std::max(0.0, measured.forward - a.forward), std::max(0.0, measured.backward - a.input - a.weight)};
+    if (earlier)
+      o = {std::min(o.forward, earlier->overhead(kind).forward),
+           std::min(o.backward, earlier->overhead(kind).backward)};
+  }
   if (speaks) {
     std::ofstream file(out);
     file << planner_tool::hardware_json(h);

@@ -13,12 +13,19 @@
 #include <shardmesh/ops/local/optimizer.hpp>
 #include <shardmesh/ops/local/softmax.hpp>
 #include <shardmesh/ops/local_gemm.hpp>
+#include <shardmesh/parallel/gpt.hpp>
+#include <shardmesh/runtime/device_mesh.hpp>
+#include <shardmesh/tensor/distribute.hpp>
+#include <shardmesh/tensor/redistribute.hpp>
 
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <iterator>
+#include <string>
 #include <vector>
 
 namespace planner_tool {
@@ -82,6 +89,7 @@ calibration_sizes sizes_for(bool quick) {
        b *= quick ? 16 : 4)
     s.message_bytes.push_back(b);
   s.elementwise_bytes = std::size_t{16} << 20;
+  s.operand_bytes = std::size_t{64} << 20;
   s.kernel_elements = quick ? std::vector<std::size_t>{std::size_t{1} << 12, std::size_t{1} << 18}
                             : std::vector<std::size_t>{std::size_t{1} << 10, std::size_t{1} << 14, std::size_t{1} << 18,
                                                        std::size_t{1} << 21};
@@ -90,10 +98,18 @@ calibration_sizes sizes_for(bool quick) {
 }
 
 std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes const& s, bool computes) {
+  // A step's operands are seldom in cache: its activations and weights were
+  // written or last read many products before. So each call takes the next
+  // of many copies of A, B and C, together larger than the caches.
+  view const memory = filled("operands", computes ? s.operand_bytes / sizeof(float) : 0);
+  std::size_t next = 0;  // the copy the next call takes
   std::vector<gemm_rate> out;
   for (gemm_rate shape : s.gemm_shapes) {
-    view const a = filled("a", shape.m * shape.k), b = filled("b", shape.k * shape.n),
-               c = filled("c", shape.m * shape.n);
+    std::size_t const a_size = shape.m * shape.k, b_size = shape.k * shape.n, c_size = shape.m * shape.n;
+    std::size_t const copies = std::max<std::size_t>(memory.size() / (a_size + b_size + c_size), 1);
+    auto const operand = [&](std::size_t offset) {
+      return memory.data() + (next % copies) * (a_size + b_size + c_size) + offset;
+    };
     ops::gemm_shape const g{.m = shape.m, .n = shape.n, .k = shape.k};
     ops::gemm_strides const sa{.row = static_cast<std::ptrdiff_t>(shape.k), .col = 1};
     ops::gemm_strides const sb{.row = static_cast<std::ptrdiff_t>(shape.n), .col = 1};
@@ -102,8 +118,8 @@ std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes
     std::size_t const calls = std::max<std::size_t>(1, static_cast<std::size_t>(1e7 / shape.flops()));
     double const t = slowest_median(world, s.repetitions, [&] {
       if (!computes) return;
-      for (std::size_t i = 0; i < calls; ++i)
-        ops::local_gemm(exec{}, g, 1.0F, a.data(), sa, b.data(), sb, 0.0F, c.data(), sc);
+      for (std::size_t i = 0; i < calls; ++i, ++next)
+        ops::local_gemm(exec{}, g, 1.0F, operand(0), sa, operand(a_size), sb, 0.0F, operand(a_size + b_size), sc);
       exec{}.fence();
     });
     shape.flops_per_second = static_cast<double>(calls) * shape.flops() / t;
@@ -217,6 +233,91 @@ std::vector<collective_series> measure_collectives(communicator const& world, ca
     }
   }
   return out;
+}
+
+std::vector<parallel::stage_overhead> measure_stage_seconds(communicator const& world, calibration_sizes const& s,
+                                                            bool computes) {
+  using parallel::stage_kind;
+  parallel::gpt_config const& c = tiny_gpt;
+  std::size_t const kinds = std::size(parallel::stage_kinds);
+  // Every value alike: the time does not depend on them.
+  parallel::parameter_source const values = [&](std::string const& name) {
+    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(c))
+      if (n == name) {
+        std::size_t count = 1;
+        for (std::size_t e : extents) count *= e;
+        return std::vector<double>(count, name.ends_with("_g") ? 1.0 : 0.01);
+      }
+    return std::vector<double>{};
+  };
+  device_mesh const mesh(MPI_COMM_SELF, mesh_shape{{"dp", 1}, {"tp", 1}});  // no collective
+  parallel::gpt<float, Kokkos::HostSpace> model(mesh, c, values);
+  Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> const tokens("tokens", 1, c.sequence);
+  auto const ids = distribute<Kokkos::HostSpace>(mesh, model.layouts().ids, tokens);
+  // Seconds of one forward and backward per kind, forward then backward.
+  std::vector<double> run(2 * kinds);
+  double started = 0;
+  model.trace([&](parallel::gpt<float, Kokkos::HostSpace>::stage_event const& e) {
+    if (e.before) {
+      started = MPI_Wtime();
+      return;
+    }
+    stage_kind const k = parallel::kind_of_stage(e.stage, c.layers);
+    double const share = k == stage_kind::block ? 1.0 / static_cast<double>(c.layers) : 1.0;
+    run[2 * static_cast<std::size_t>(k) + (e.phase == "forward" ? 0 : 1)] += share * (MPI_Wtime() - started);
+  });
+  std::size_t const runs = 10 * s.repetitions;
+  std::vector<std::vector<double>> seconds(2 * kinds);
+  for (std::size_t i = 0; i < runs + 2 && computes; ++i) {
+    std::fill(run.begin(), run.end(), 0.0);
+    (void)model.forward(ids, ids);
+    model.backward();
+    for (std::size_t j = 0; i >= 2 && j < run.size(); ++j) seconds[j].push_back(run[j]);
+  }
+  std::vector<double> median(2 * kinds, 0.0);
+  for (std::size_t j = 0; j < median.size() && computes; ++j) {
+    std::ranges::nth_element(seconds[j], seconds[j].begin() + static_cast<std::ptrdiff_t>(runs / 2));
+    median[j] = seconds[j][runs / 2];
+  }
+  MPI_Allreduce(MPI_IN_PLACE, median.data(), static_cast<int>(median.size()), MPI_DOUBLE, MPI_MAX, world.get());
+  std::vector<parallel::stage_overhead> out;
+  for (std::size_t k = 0; k < kinds; ++k) out.push_back({median[2 * k], median[2 * k + 1]});
+  return out;
+}
+
+double measure_redistribution_overhead(communicator const& world, calibration_sizes const& s) {
+  auto const ranks = static_cast<std::size_t>(world.size());
+  device_mesh const mesh(world.get(), mesh_shape{{"dp", ranks}});
+  Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace> const global("global", ranks);
+  auto const x = distribute<Kokkos::HostSpace>(mesh, layout{shard("dp")}, global);
+  view const part = filled("part", 1), recv = filled("recv", ranks);
+  constexpr std::size_t calls = 50;
+  double const direct = slowest_median(world, s.repetitions, [&] {
+    for (std::size_t i = 0; i < calls; ++i) all_gather(world, part, recv, exec{});
+  });
+  double const library = slowest_median(world, s.repetitions, [&] {  // as ZeRO gathers a parameter
+    for (std::size_t i = 0; i < calls; ++i) (void)redistribute_async(x, layout{replicated}).get();
+  });
+  return std::max(0.0, (library - direct) / static_cast<double>(calls));
+}
+
+void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_model& h,
+                 std::vector<kernel_series>& kernels, std::vector<collective_series>& collectives) {
+  for (gemm_rate& g : h.gemm)
+    for (gemm_rate const& e : earlier.gemm)
+      if (e.m == g.m && e.n == g.n && e.k == g.k) g.flops_per_second = std::max(g.flops_per_second, e.flops_per_second);
+  h.elementwise_bytes_per_second = std::max(h.elementwise_bytes_per_second, earlier.elementwise_bytes_per_second);
+  h.redistribution_overhead = std::min(h.redistribution_overhead, earlier.redistribution_overhead);
+  for (kernel_series& k : kernels)
+    if (std::ranges::any_of(earlier.kernels, [&](kernel_fit const& f) { return f.kind == k.kind; }))
+      for (std::size_t j = 0; j < k.seconds.size(); ++j)
+        k.seconds[j] = std::min(k.seconds[j], earlier.kernel_seconds({k.kind, k.elements[j]}));
+  for (collective_series& c : collectives)
+    if (std::ranges::any_of(earlier.collectives, [&](collective_fit const& f) {
+          return f.kind == c.kind && f.group == c.group && !f.between_nodes;
+        }))
+      for (std::size_t j = 0; j < c.seconds.size(); ++j)
+        c.seconds[j] = std::min(c.seconds[j], earlier.collective_seconds(c.kind, c.group, c.bytes[j]));
 }
 
 }  // namespace planner_tool

@@ -8,6 +8,7 @@
 
 #include <shardmesh/comm/communicator.hpp>
 #include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/parallel/model_spec.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -19,6 +20,7 @@ struct calibration_sizes {
   std::vector<shardmesh::parallel::gemm_rate> gemm_shapes;  // rates left 0, filled in
   std::vector<std::size_t> message_bytes;                   // per collective and group size
   std::size_t elementwise_bytes = 0;                        // per array of the elementwise kernel
+  std::size_t operand_bytes = 0;                            // the products' copies of their operands, together
   std::vector<std::size_t> kernel_elements;                 // per kernel, fitted as alpha + beta x elements
   std::size_t repetitions = 0;                              // timed runs per figure (median)
 };
@@ -30,7 +32,8 @@ struct calibration_sizes {
 // true, all at once, the others waiting: at most one rank per core, so that
 // each figure is a core's (the planner divides the cores among the ranks).
 
-// A rank's rate of each shape (float, the host BLAS through local_gemm).
+// A rank's rate of each shape (float, the host BLAS through local_gemm),
+// its operands out of cache, as a training step finds them.
 [[nodiscard]] std::vector<shardmesh::parallel::gemm_rate> measure_gemm(shardmesh::communicator const& world,
                                                                        calibration_sizes const& s, bool computes);
 // Bytes read and written per second by an elementwise kernel (y = a x + y).
@@ -55,6 +58,21 @@ struct collective_series {
 [[nodiscard]] std::vector<collective_series> measure_collectives(shardmesh::communicator const& world,
                                                                  calibration_sizes const& s);
 
+// The GPT whose stages measure_stage_overheads times: every extent 1 or 2,
+// so that its products and kernels take next to nothing and what remains is
+// the library's own cost per stage.
+inline constexpr shardmesh::parallel::gpt_config tiny_gpt{
+    .vocabulary = 2, .sequence = 2, .hidden = 2, .heads = 1, .head_size = 2, .ffn = 2, .layers = 2};
+// Seconds of tiny_gpt's forward and backward of one sample per stage kind
+// (a block's: the mean of its blocks), on a mesh of this rank alone,
+// arithmetic included; indexed by stage_kind.
+[[nodiscard]] std::vector<shardmesh::parallel::stage_overhead> measure_stage_seconds(
+    shardmesh::communicator const& world, calibration_sizes const& s, bool computes);
+// Seconds a redistribution of a few bytes (an all-gather over every rank)
+// takes beyond the same all-gather called directly: the library's own cost
+// of a redistribution.
+[[nodiscard]] double measure_redistribution_overhead(shardmesh::communicator const& world, calibration_sizes const& s);
+
 // Every figure of `pass` that is faster than `best`'s (the same
 // measurements, in the same order), kept in `best`.
 void keep_faster(std::vector<shardmesh::parallel::gemm_rate>& best,
@@ -65,5 +83,12 @@ void keep_faster(std::vector<Series>& best, std::vector<Series> const& pass) {
     for (std::size_t j = 0; j < best[i].seconds.size() && j < pass[i].seconds.size(); ++j)
       best[i].seconds[j] = std::min(best[i].seconds[j], pass[i].seconds[j]);
 }
+
+// Each figure of a calibration in progress (h's GEMM rates, bandwidth and
+// redistribution overhead, and the series not yet fitted) made the faster
+// of its own and `earlier`'s for the same shape or size, where `earlier`
+// has it.
+void keep_faster(shardmesh::parallel::hardware_model const& earlier, shardmesh::parallel::hardware_model& h,
+                 std::vector<kernel_series>& kernels, std::vector<collective_series>& collectives);
 
 }  // namespace planner_tool

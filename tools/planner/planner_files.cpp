@@ -15,6 +15,7 @@ using shardmesh::parallel::gemm_rate;
 using shardmesh::parallel::gpt_config;
 using shardmesh::parallel::hardware_model;
 using shardmesh::parallel::kernel_fit;
+using shardmesh::parallel::stage_kind;
 using json = nlohmann::ordered_json;
 
 std::string hardware_json(hardware_model const& h) {
@@ -25,7 +26,12 @@ std::string hardware_json(hardware_model const& h) {
            {"memory_per_rank", h.memory_per_rank},
            {"ranks_per_node", h.ranks_per_node},
            {"elementwise_bytes_per_second", h.elementwise_bytes_per_second},
-           {"data_parallel_overlap", h.data_parallel_overlap}};
+           {"data_parallel_overlap", h.data_parallel_overlap},
+           {"redistribution_overhead_seconds", h.redistribution_overhead}};
+  out["stage_overheads"] = json::object();
+  for (stage_kind k : shardmesh::parallel::stage_kinds)
+    out["stage_overheads"][std::string(to_string(k))] = {{"forward_seconds", h.overhead(k).forward},
+                                                         {"backward_seconds", h.overhead(k).backward}};
   out["gemm"] = json::array();
   for (gemm_rate const& g : h.gemm)
     out["gemm"].push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"flops_per_second", g.flops_per_second}});
@@ -142,6 +148,12 @@ hardware_model read_hardware(std::string const& path) {
     h.ranks_per_node = j.value("ranks_per_node", std::size_t{0});
     h.elementwise_bytes_per_second = j.at("elementwise_bytes_per_second").get<double>();
     h.data_parallel_overlap = j.value("data_parallel_overlap", 0.0);
+    h.redistribution_overhead = j.value("redistribution_overhead_seconds", 0.0);
+    json const overheads = j.value("stage_overheads", json::object());
+    for (stage_kind k : shardmesh::parallel::stage_kinds) {
+      json const o = overheads.value(std::string(to_string(k)), json::object());
+      h.overheads[static_cast<std::size_t>(k)] = {o.value("forward_seconds", 0.0), o.value("backward_seconds", 0.0)};
+    }
     for (json const& g : j.at("gemm"))
       h.gemm.push_back({g.at("m").get<std::size_t>(), g.at("n").get<std::size_t>(), g.at("k").get<std::size_t>(),
                         g.at("flops_per_second").get<double>()});
@@ -174,6 +186,9 @@ hardware_model read_hardware(std::string const& path) {
   for (gemm_rate const& g : h.gemm)
     if (!(g.flops_per_second > 0)) throw fail("a GEMM rate is not positive");
   if (!(h.elementwise_bytes_per_second > 0)) throw fail("the elementwise bandwidth is not positive");
+  bool overheads_valid = h.redistribution_overhead >= 0;
+  for (auto const& o : h.overheads) overheads_valid = overheads_valid && o.forward >= 0 && o.backward >= 0;
+  if (!overheads_valid) throw fail("an overhead is negative");
   if (!(h.data_parallel_overlap >= 0 && h.data_parallel_overlap <= 1))
     throw fail("data_parallel_overlap must be between 0 and 1");
   return h;

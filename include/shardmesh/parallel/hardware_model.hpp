@@ -2,8 +2,9 @@
 // What the training planner knows of a machine: the rate of the local
 // products by shape, each of the library's elementwise and row kernels'
 // time as alpha + beta x elements (or, for a described machine, its memory
-// bandwidth), and each collective's time as alpha + beta x bytes per group
-// size. Measured by
+// bandwidth), each collective's time as alpha + beta x bytes per group
+// size, and the library's own fixed costs per stage and per redistribution.
+// Measured by
 // shardmesh-calibrate on the ranks it runs on (tools/planner), or described
 // for a machine that is not here (nodes x devices, links, a device's GEMM
 // rate from its specification), in which case what the planner says of it
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -68,6 +70,30 @@ struct kernel_fit {
   link_cost cost;
 };
 
+// The kinds of a GPT's stages (model_spec.hpp numbers them 0 embedding, 1
+// to L the blocks, L + 1 the head, L + 2 the loss).
+enum class stage_kind { embedding, block, head, loss };
+inline constexpr stage_kind stage_kinds[] = {stage_kind::embedding, stage_kind::block, stage_kind::head,
+                                             stage_kind::loss};
+[[nodiscard]] constexpr std::string_view to_string(stage_kind k) {
+  constexpr std::string_view names[] = {"embedding", "block", "head", "loss"};
+  return names[static_cast<std::size_t>(k)];
+}
+[[nodiscard]] constexpr stage_kind kind_of_stage(std::size_t stage, std::size_t layers) {
+  if (stage == 0) return stage_kind::embedding;
+  if (stage <= layers) return stage_kind::block;
+  return stage == layers + 1 ? stage_kind::head : stage_kind::loss;
+}
+
+// The library's own seconds for one stage's forward and backward of a
+// micro-batch beyond the arithmetic the planner prices (products and
+// kernels): its ops' layouts, result buffers, launches and bookkeeping,
+// which do not grow with the tensors. Calibration measures it on a GPT
+// whose every extent is 1 or 2.
+struct stage_overhead {
+  double forward = 0, backward = 0;
+};
+
 struct hardware_model {
   std::string machine;                      // where it was measured, or the description's name
   bool measured = true;                     // false: described, so its figures are predictions
@@ -79,10 +105,16 @@ struct hardware_model {
   std::vector<kernel_fit> kernels;          // one core's, likewise; a kind not here streams at:
   double elementwise_bytes_per_second = 0;  // bytes read and written per second by an elementwise kernel
   std::vector<collective_fit> collectives;
+  stage_overhead overheads[std::size(stage_kinds)] = {};  // by stage_kind; 0 for a described machine
+  // A redistribution's own seconds beyond its collectives (planning lookup,
+  // buffers, requests): ZeRO's per-parameter gathers pay it once each.
+  double redistribution_overhead = 0;
   // The share of the gradient buckets' reduction hidden behind the backward
   // (bench_data_parallel's "exposed communication" is 1 minus it: here,
   // where MPI copies with the same cores that compute, little).
   double data_parallel_overlap = 0;
+
+  [[nodiscard]] stage_overhead overhead(stage_kind k) const { return overheads[static_cast<std::size_t>(k)]; }
 
   // How many times slower a rank computes when `ranks` ranks run (over the
   // nodes, ranks_per_node to a node): the share of a node's cores it gets.

@@ -8,16 +8,18 @@
 //   F, I, W  per micro-batch and chunk: the stage's products
 //          (stage_work.hpp: F's declared, I's and W's derived) each at the
 //          calibrated rate of its shape, its kernels at their calibrated
-//          alpha + beta x elements, the tensor-parallel collectives at
-//          theirs per bytes, and with ZeRO-3 the all-gather of the chunk's
-//          parameters before F and before I
+//          alpha + beta x elements, the library's own calibrated overhead
+//          per stage, the tensor-parallel collectives at theirs per bytes,
+//          and with ZeRO-3 the all-gather of each of the chunk's
+//          parameters before F and before I (each collective and gather
+//          also paying a redistribution's overhead)
 //   bubble the schedule simulated with those costs and the activation's
 //          point-to-point transfer (pipeline_simulation.hpp): its makespan
 //          holds the computing, the tensor-parallel communication and the waiting
 //   then   the gradient buckets' reduction on dp (all-reduce, or
 //          reduce-scatter from ZeRO-2), less the share the hardware hides
-//          behind the backward; ZeRO-1 and 2's all-gather of the updated
-//          parameters; the optimizer's elementwise pass over its state.
+//          behind the backward; ZeRO-1 and 2's all-gather of each updated
+//          parameter; the optimizer's elementwise pass over its state.
 //
 // Ranks that share a core (more ranks on a node than its cores, or
 // devices) compute that many times slower: products, kernels and the
@@ -58,6 +60,31 @@ struct step_time {
   double parameter_gather = 0;  // of compute: ZeRO-3's all-gathers before each forward and backward
   [[nodiscard]] double total() const { return compute + bubble + data_parallel + optimizer; }
 };
+
+// Seconds of a stage's arithmetic for one micro-batch: its products, each
+// at the calibrated rate of its shape, and its kernels at their fits; F,
+// I (B's input half) and W (its weight half).
+struct stage_seconds {
+  double forward = 0, input = 0, weight = 0;
+};
+[[nodiscard]] inline stage_seconds stage_arithmetic(hardware_model const& hardware, stage_work const& work,
+                                                    std::size_t element_bytes = 4) {
+  stage_seconds a;
+  for (product_spec const& p : work.products) {
+    a.forward += hardware.gemm_seconds(p);
+    a.input += hardware.gemm_seconds(input_gradient(p));
+    (p.weight ? a.weight : a.input) += hardware.gemm_seconds(operand_gradient(p));
+  }
+  auto const kernels = [&](std::vector<kernel_spec> const& ks) {
+    double seconds = 0;
+    for (kernel_spec const& k : ks) seconds += hardware.kernel_seconds(k, element_bytes);
+    return seconds;
+  };
+  a.forward += kernels(work.forward);
+  a.input += kernels(work.input);
+  a.weight += kernels(work.weight);
+  return a;
+}
 
 class time_model {
  public:
@@ -101,10 +128,10 @@ class time_model {
                                            scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
                                            plan.dp, gradient_bytes / buckets, dp_stride(plan))
                            : 0;
-      double const g =
-          plan.dp > 1 && (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
-              ? hardware_.collective_seconds(collective_kind::all_gather, plan.dp, gradient_bytes, dp_stride(plan))
-              : 0;
+      double g = 0;  // ZeRO-1 and 2 gather each updated parameter back
+      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+        for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
+          for (std::size_t st : chunk) g += gathers(plan, st, element_bytes);
       double const u = sharing * hardware_.kernel_seconds(
                                      {kernel_kind::adamw,
                                       static_cast<double>(m.optimizer_state) /
@@ -169,34 +196,28 @@ class time_model {
     return it->second;
   }
 
-  // One model stage's actions for one micro-batch on the stage's rank 0.
+  // One model stage's actions for one micro-batch on the stage's rank 0:
+  // its arithmetic, the library's overhead (in I, where B's bookkeeping
+  // runs) and its collectives, each with a redistribution's overhead.
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
                                        std::size_t samples, std::size_t element_bytes) const {
     gpt_config const& c = model_->config();
-    stage_work const work = gpt_stage_work(c, mesh, st, samples);
+    stage_seconds const arithmetic = stage_arithmetic(hardware_, gpt_stage_work(c, mesh, st, samples), element_bytes);
+    stage_overhead const overhead = hardware_.overhead(kind_of_stage(st, c.layers));
     action_cost a;
-    for (product_spec const& p : work.products) {
-      a.forward += hardware_.gemm_seconds(p);
-      a.input += hardware_.gemm_seconds(input_gradient(p));
-      (p.weight ? a.weight : a.input) += hardware_.gemm_seconds(operand_gradient(p));
-    }
-    auto const kernels = [&](std::vector<kernel_spec> const& ks) {
-      double seconds = 0;
-      for (kernel_spec const& k : ks) seconds += hardware_.kernel_seconds(k, element_bytes);
-      return seconds;
-    };
-    a.forward += kernels(work.forward);
-    a.input += kernels(work.input);
-    a.weight += kernels(work.weight);
+    a.forward = arithmetic.forward + overhead.forward;
+    a.input = arithmetic.input + overhead.backward;
+    a.weight = arithmetic.weight;
     std::vector<transition_spec> const transitions = gpt_stage_transitions(c, mesh, st, samples);
     auto const collectives = [&](bool in_backward) {
       double seconds = 0;
       for (auto const& [kind, traffic] : transition_traffic(mesh, transitions, in_backward, 0, element_bytes))
         seconds += static_cast<double>(traffic.calls) *
-                   hardware_.collective_seconds(
-                       kind_of(kind), traffic.group,
-                       static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls),
-                       traffic.group == plan.tp ? 1 : dp_stride(plan));  // on tp, else the loss's sum on dp
+                   (hardware_.collective_seconds(
+                        kind_of(kind), traffic.group,
+                        static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls),
+                        traffic.group == plan.tp ? 1 : dp_stride(plan)) +  // on tp, else the loss's sum on dp
+                    hardware_.redistribution_overhead);
       return seconds;
     };
     a.tp_forward = collectives(false);
@@ -206,11 +227,22 @@ class time_model {
 
   // ZeRO-3's all-gathers of stage st's parameters, before its F and before its I: seconds of both.
   [[nodiscard]] double parameter_gather(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
-    if (plan.zero != zero_stage::parameters || plan.dp <= 1) return 0;
-    double bytes = 0;
+    if (plan.zero != zero_stage::parameters) return 0;
+    return 2 * gathers(plan, st, element_bytes);
+  }
+
+  // One all-gather on dp per parameter of stage st (its tp shard), each a
+  // redistribution of its own.
+  [[nodiscard]] double gathers(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
+    if (plan.dp <= 1) return 0;
+    double seconds = 0;
     for (parameter_spec const& p : model_->stages()[st].parameters)
-      bytes += static_cast<double>(p.elements()) * static_cast<double>(element_bytes) / static_cast<double>(plan.tp);
-    return 2 * hardware_.collective_seconds(collective_kind::all_gather, plan.dp, bytes, dp_stride(plan));
+      seconds += hardware_.collective_seconds(collective_kind::all_gather, plan.dp,
+                                              static_cast<double>(p.elements()) * static_cast<double>(element_bytes) /
+                                                  static_cast<double>(plan.tp),
+                                              dp_stride(plan)) +
+                 hardware_.redistribution_overhead;
+    return seconds;
   }
 
   // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.
