@@ -351,4 +351,11 @@ TEST_CASE("the time model charges the library's own costs: per stage and micro-b
   training_plan const z1{.dp = 2, .zero = zero_stage::optimizer_state, .micro_batch = 2, .micro_batches = 4};
   CHECK(gathering.predict(z1).data_parallel - with.predict(z1).data_parallel ==
         Catch::Approx(static_cast<double>(parameters) * 1e-5));
+  // Where ranks wait for ranks not running, every collective pays it: each gather, and the gradients' one bucket.
+  costly.sync_overhead = 3e-5;
+  time_model const waiting(model, costly);
+  CHECK(waiting.predict(z3).parameter_gather - gathering.predict(z3).parameter_gather ==
+        Catch::Approx(4 * 2 * static_cast<double>(parameters) * 3e-5));
+  CHECK(waiting.predict(z1).data_parallel - gathering.predict(z1).data_parallel ==
+        Catch::Approx((static_cast<double>(parameters) + 1) * 3e-5));
 }

@@ -57,7 +57,8 @@ def calibrate(out_dir, command):
           "the library's own cost of every kind of stage, never negative")
     check(overheads["block"]["forward_seconds"] + overheads["block"]["backward_seconds"] > 0,
           "a block's ops cost something beyond their arithmetic")
-    check(h["redistribution_overhead_seconds"] >= 0, "a redistribution's own cost")
+    check(h["redistribution_overhead_seconds"] >= 0 and h["sync_overhead_seconds"] >= 0,
+          "a redistribution's own cost, and a collective's wait among computing ranks")
     # Again, keeping each figure's faster of the two: no rate falls, no cost rises.
     again = os.path.join(out_dir, "planner-test-hardware-again.json")
     run([*command, "--quick", "--out", again, "--faster-than", path])
@@ -67,6 +68,7 @@ def calibrate(out_dir, command):
     check(all(g["flops_per_second"] >= rate[(g["m"], g["n"], g["k"])] for g in h2["gemm"]),
           "--faster-than: every GEMM rate at least the earlier file's")
     check(h2["redistribution_overhead_seconds"] <= h["redistribution_overhead_seconds"] and
+          h2["sync_overhead_seconds"] <= h["sync_overhead_seconds"] and
           all(h2["stage_overheads"][k][p] <= h["stage_overheads"][k][p]
               for k in overheads for p in ("forward_seconds", "backward_seconds")),
           "--faster-than: no overhead above the earlier file's")

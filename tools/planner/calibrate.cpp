@@ -131,11 +131,12 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     auto const k = planner_tool::measure_kernels(world, sizes, computes);
     say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks" + of);
     auto const c = planner_tool::measure_collectives(world, sizes);
-    say("the library's own cost per stage and per redistribution" + of);
+    say("the library's own cost per stage and per redistribution, and a collective's wait among computing ranks" + of);
     auto const st = planner_tool::measure_stage_seconds(world, sizes, computes);
     double const r = planner_tool::measure_redistribution_overhead(world, sizes);
+    double const sync = planner_tool::measure_sync_overhead(world, sizes);
     if (pass == 0) {
-      h.gemm = gemm, kernels = k, collectives = c, stages = st, h.redistribution_overhead = r;
+      h.gemm = gemm, kernels = k, collectives = c, stages = st, h.redistribution_overhead = r, h.sync_overhead = sync;
     } else {
       planner_tool::keep_faster(h.gemm, gemm);
       planner_tool::keep_faster(kernels, k);
@@ -143,6 +144,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
       for (std::size_t i = 0; i < stages.size(); ++i)
         stages[i] = {std::min(stages[i].forward, st[i].forward), std::min(stages[i].backward, st[i].backward)};
       h.redistribution_overhead = std::min(h.redistribution_overhead, r);
+      h.sync_overhead = std::min(h.sync_overhead, sync);
     }
   }
   if (earlier) planner_tool::keep_faster(*earlier, h, kernels, collectives);

@@ -301,6 +301,29 @@ double measure_redistribution_overhead(communicator const& world, calibration_si
   return std::max(0.0, (library - direct) / static_cast<double>(calls));
 }
 
+double measure_sync_overhead(communicator const& world, calibration_sizes const& s) {
+  constexpr std::size_t n = 128, products = 8, rounds = 20;  // about a millisecond of products a round here
+  view const a = filled("a", n * n), b = filled("b", n * n), c = filled("c", n * n), one = filled("one", 1),
+             sum = filled("sum", 1);
+  ops::gemm_shape const g{.m = n, .n = n, .k = n};
+  ops::gemm_strides const rows{.row = static_cast<std::ptrdiff_t>(n), .col = 1};
+  auto const compute = [&] {
+    for (std::size_t i = 0; i < products; ++i)
+      ops::local_gemm(exec{}, g, 1.0F, a.data(), rows, b.data(), rows, 0.0F, c.data(), rows);
+  };
+  auto const reduce = [&] { all_reduce(world, one, sum, reduce_op::sum, exec{}); };
+  double const both = slowest_median(world, s.repetitions, [&] {
+    for (std::size_t r = 0; r < rounds; ++r) compute(), reduce();
+  });
+  double const computing = slowest_median(world, s.repetitions, [&] {
+    for (std::size_t r = 0; r < rounds; ++r) compute();
+  });
+  double const reducing = slowest_median(world, s.repetitions, [&] {
+    for (std::size_t r = 0; r < rounds; ++r) reduce();
+  });
+  return std::max(0.0, (both - computing - reducing) / static_cast<double>(rounds));
+}
+
 void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_model& h,
                  std::vector<kernel_series>& kernels, std::vector<collective_series>& collectives) {
   for (gemm_rate& g : h.gemm)
@@ -308,6 +331,7 @@ void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_mod
       if (e.m == g.m && e.n == g.n && e.k == g.k) g.flops_per_second = std::max(g.flops_per_second, e.flops_per_second);
   h.elementwise_bytes_per_second = std::max(h.elementwise_bytes_per_second, earlier.elementwise_bytes_per_second);
   h.redistribution_overhead = std::min(h.redistribution_overhead, earlier.redistribution_overhead);
+  h.sync_overhead = std::min(h.sync_overhead, earlier.sync_overhead);
   for (kernel_series& k : kernels)
     if (std::ranges::any_of(earlier.kernels, [&](kernel_fit const& f) { return f.kind == k.kind; }))
       for (std::size_t j = 0; j < k.seconds.size(); ++j)

@@ -84,6 +84,12 @@ void keep_faster(std::vector<Series>& best, std::vector<Series> const& pass) {
       best[i].seconds[j] = std::min(best[i].seconds[j], pass[i].seconds[j]);
 }
 
+// Seconds a tiny all-reduce over every rank costs, each rank computing
+// between them (a millisecond of products), beyond the same computing and
+// the same all-reduces apart: waiting for ranks that are not running, where
+// ranks share cores.
+[[nodiscard]] double measure_sync_overhead(shardmesh::communicator const& world, calibration_sizes const& s);
+
 // Each figure of a calibration in progress (h's GEMM rates, bandwidth and
 // redistribution overhead, and the series not yet fitted) made the faster
 // of its own and `earlier`'s for the same shape or size, where `earlier`

@@ -109,6 +109,10 @@ struct hardware_model {
   // A redistribution's own seconds beyond its collectives (planning lookup,
   // buffers, requests): ZeRO's per-parameter gathers pay it once each.
   double redistribution_overhead = 0;
+  // What a collective among computing ranks costs beyond the collective
+  // itself: waiting for ranks that are not running (more ranks than
+  // cores), paid at every collective of a step.
+  double sync_overhead = 0;
   // The share of the gradient buckets' reduction hidden behind the backward
   // (bench_data_parallel's "exposed communication" is 1 minus it: here,
   // where MPI copies with the same cores that compute, little).

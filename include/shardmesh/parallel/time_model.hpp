@@ -12,7 +12,8 @@
 //          per stage, the tensor-parallel collectives at theirs per bytes,
 //          and with ZeRO-3 the all-gather of each of the chunk's
 //          parameters before F and before I (each collective and gather
-//          also paying a redistribution's overhead)
+//          also paying a redistribution's overhead and, where ranks share
+//          cores, the wait for ranks not running: sync_overhead)
 //   bubble the schedule simulated with those costs and the activation's
 //          point-to-point transfer (pipeline_simulation.hpp): its makespan
 //          holds the computing, the tensor-parallel communication and the waiting
@@ -124,9 +125,10 @@ class time_model {
       auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
       bool const scatter = plan.zero >= zero_stage::gradients;
       double const r = plan.dp > 1
-                           ? buckets * hardware_.collective_seconds(
-                                           scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
-                                           plan.dp, gradient_bytes / buckets, dp_stride(plan))
+                           ? buckets * (hardware_.collective_seconds(
+                                            scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
+                                            plan.dp, gradient_bytes / buckets, dp_stride(plan)) +
+                                        hardware_.sync_overhead)
                            : 0;
       double g = 0;  // ZeRO-1 and 2 gather each updated parameter back
       if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
@@ -217,7 +219,8 @@ class time_model {
                         kind_of(kind), traffic.group,
                         static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls),
                         traffic.group == plan.tp ? 1 : dp_stride(plan)) +  // on tp, else the loss's sum on dp
-                    hardware_.redistribution_overhead);
+                    hardware_.redistribution_overhead +
+                    hardware_.sync_overhead);
       return seconds;
     };
     a.tp_forward = collectives(false);
@@ -241,7 +244,7 @@ class time_model {
                                               static_cast<double>(p.elements()) * static_cast<double>(element_bytes) /
                                                   static_cast<double>(plan.tp),
                                               dp_stride(plan)) +
-                 hardware_.redistribution_overhead;
+                 hardware_.redistribution_overhead + hardware_.sync_overhead;
     return seconds;
   }
 
