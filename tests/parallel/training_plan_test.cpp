@@ -225,6 +225,14 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 2) - 2e-6) < 1e-15);  // 0 and 2: one node
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 2, 1e3, 4) - 2e-5) < 1e-15);  // two nodes
   CHECK(std::abs(h.collective_seconds(collective_kind::all_reduce, 8, 0, 1) - 4e-6) < 1e-15);    // only within measured
+  // A deferred collective (posted, then waited for) at its own fit where one was measured, else the blocking one's.
+  hardware_model d;
+  d.collectives = {{collective_kind::all_gather, 2, {1e-6, 0}},
+                   {collective_kind::all_gather, 2, {5e-6, 0}, false, true},
+                   {collective_kind::all_reduce, 2, {2e-6, 0}}};
+  CHECK(d.collective_seconds(collective_kind::all_gather, 2, 0) == 1e-6);
+  CHECK(d.collective_seconds(collective_kind::all_gather, 2, 0, 1, true) == 5e-6);
+  CHECK(d.collective_seconds(collective_kind::all_reduce, 2, 0, 1, true) == 2e-6);
   // The library's own cost per stage, by the kind of the stage: 0 the embedding, 1 to L the blocks, then head, loss.
   CHECK(kind_of_stage(0, 4) == stage_kind::embedding);
   for (std::size_t s = 1; s <= 4; ++s) CHECK(kind_of_stage(s, 4) == stage_kind::block);
@@ -358,4 +366,11 @@ TEST_CASE("the time model charges the library's own costs: per stage and micro-b
         Catch::Approx(4 * 2 * static_cast<double>(parameters) * 3e-5));
   CHECK(waiting.predict(z1).data_parallel - gathering.predict(z1).data_parallel ==
         Catch::Approx((static_cast<double>(parameters) + 1) * 3e-5));
+  // ZeRO-3's gathers are deferred (started ahead, waited for): priced at the deferred all-gather where measured;
+  // ZeRO-1's gathers back after the update are not.
+  costly.collectives.push_back({collective_kind::all_gather, 2, {1e-4, 0}, false, true});
+  time_model const deferring(model, costly);
+  CHECK(deferring.predict(z3).parameter_gather - waiting.predict(z3).parameter_gather ==
+        Catch::Approx(4 * 2 * static_cast<double>(parameters) * 1e-4));
+  CHECK(deferring.predict(z1).data_parallel == Catch::Approx(waiting.predict(z1).data_parallel));
 }

@@ -50,6 +50,9 @@ def calibrate(out_dir, command):
     kinds = {(c["kind"], c["group"]) for c in h["collectives"]}
     check(kinds == {(k, 2) for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "point_to_point")},
           "every collective on groups of 2")
+    deferred = {c["kind"] for c in h["collectives"] if c.get("deferred")}
+    check(deferred == {"all_reduce", "all_gather", "reduce_scatter"},
+          "deferred (posted, then waited for) too, the collectives a step defers")
     check(h["elementwise_bytes_per_second"] > 0 and h["memory_per_rank"] > 0, "bandwidth and memory")
     overheads = h["stage_overheads"]
     check(set(overheads) == {"embedding", "block", "head", "loss"} and

@@ -151,7 +151,8 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   for (auto const& k : kernels)
     h.kernels.push_back({k.kind, shardmesh::parallel::fit_link_cost(k.elements, k.seconds)});
   for (auto const& c : collectives)
-    h.collectives.push_back({c.kind, c.group, shardmesh::parallel::fit_link_cost(c.bytes, c.seconds)});
+    h.collectives.push_back(
+        {c.kind, c.group, shardmesh::parallel::fit_link_cost(c.bytes, c.seconds), false, c.deferred});
   // A stage's overhead: what the tiny GPT's stage took beyond its arithmetic as the planner prices it.
   shardmesh::mesh_shape const alone{{"dp", 1}, {"tp", 1}};
   std::size_t const layers = planner_tool::tiny_gpt.layers;

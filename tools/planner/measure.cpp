@@ -210,27 +210,32 @@ std::vector<collective_series> measure_collectives(communicator const& world, ca
   for (std::size_t group = 2; group <= ranks; group *= 2) {
     if (ranks % group != 0) continue;
     communicator const g = world.split(static_cast<int>(me / group), static_cast<int>(me));
-    for (collective_kind kind : parallel::collective_kinds) {
-      if (kind == collective_kind::point_to_point && group != 2) continue;
-      std::vector<double> seconds;
-      for (std::size_t b : s.message_bytes) {
-        std::size_t const n = std::max<std::size_t>(b / sizeof(float) / group, 1) * group;  // whole blocks per rank
-        view const send = filled("send", n), recv = filled("recv", n), part = filled("part", n / group);
-        int const peer = g.rank() ^ 1;
-        seconds.push_back(slowest_median(world, s.repetitions, [&] {
-          switch (kind) {
-            case collective_kind::all_reduce: all_reduce(g, send, recv, reduce_op::sum, exec{}); break;
-            case collective_kind::all_gather: all_gather(g, part, recv, exec{}); break;
-            case collective_kind::reduce_scatter: reduce_scatter(g, send, part, reduce_op::sum, exec{}); break;
-            case collective_kind::all_to_all: iall_to_all(g, send, recv, completion::immediate, exec{}).wait(); break;
-            case collective_kind::point_to_point:  // one way: even ranks send, odd ranks receive
-              (g.rank() % 2 == 0 ? isend(g, send, peer, 7, exec{}) : irecv(g, recv, peer, 7, exec{})).wait();
-              break;
-          }
-        }));
+    for (collective_kind kind : parallel::collective_kinds)
+      for (completion when : {completion::immediate, completion::deferred}) {
+        bool const deferred = when == completion::deferred;
+        if (kind == collective_kind::point_to_point && (group != 2 || deferred)) continue;
+        if (kind == collective_kind::all_to_all && deferred) continue;  // a step posts these immediately
+        std::vector<double> seconds;
+        for (std::size_t b : s.message_bytes) {
+          std::size_t const n = std::max<std::size_t>(b / sizeof(float) / group, 1) * group;  // whole blocks per rank
+          view const send = filled("send", n), recv = filled("recv", n), part = filled("part", n / group);
+          int const peer = g.rank() ^ 1;
+          seconds.push_back(slowest_median(world, s.repetitions, [&] {
+            switch (kind) {
+              case collective_kind::all_reduce: iall_reduce(g, send, recv, reduce_op::sum, when, exec{}).wait(); break;
+              case collective_kind::all_gather: iall_gather(g, part, recv, when, exec{}).wait(); break;
+              case collective_kind::reduce_scatter:
+                ireduce_scatter(g, send, part, reduce_op::sum, when, exec{}).wait();
+                break;
+              case collective_kind::all_to_all: iall_to_all(g, send, recv, when, exec{}).wait(); break;
+              case collective_kind::point_to_point:  // one way: even ranks send, odd ranks receive
+                (g.rank() % 2 == 0 ? isend(g, send, peer, 7, exec{}) : irecv(g, recv, peer, 7, exec{})).wait();
+                break;
+            }
+          }));
+        }
+        out.push_back({kind, group, bytes, std::move(seconds), deferred});
       }
-      out.push_back({kind, group, bytes, std::move(seconds)});
-    }
   }
   return out;
 }
@@ -338,10 +343,10 @@ void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_mod
         k.seconds[j] = std::min(k.seconds[j], earlier.kernel_seconds({k.kind, k.elements[j]}));
   for (collective_series& c : collectives)
     if (std::ranges::any_of(earlier.collectives, [&](collective_fit const& f) {
-          return f.kind == c.kind && f.group == c.group && !f.between_nodes;
+          return f.kind == c.kind && f.group == c.group && !f.between_nodes && f.deferred == c.deferred;
         }))
       for (std::size_t j = 0; j < c.seconds.size(); ++j)
-        c.seconds[j] = std::min(c.seconds[j], earlier.collective_seconds(c.kind, c.group, c.bytes[j]));
+        c.seconds[j] = std::min(c.seconds[j], earlier.collective_seconds(c.kind, c.group, c.bytes[j], 1, c.deferred));
 }
 
 }  // namespace planner_tool

@@ -48,12 +48,14 @@ struct kernel_series {
 [[nodiscard]] std::vector<kernel_series> measure_kernels(shardmesh::communicator const& world,
                                                          calibration_sizes const& s, bool computes);
 // Seconds of every collective on groups of 2, 4, ... ranks (every group of
-// the world at once), and of a one-way point-to-point transfer, at each of
-// s.message_bytes.
+// the world at once), blocking and, for those a step defers (all-reduce,
+// all-gather, reduce-scatter), deferred too; and of a one-way point-to-point
+// transfer; at each of s.message_bytes.
 struct collective_series {
   shardmesh::parallel::collective_kind kind;
   std::size_t group;
   std::vector<double> bytes, seconds;
+  bool deferred = false;  // posted, then waited for (MPI's non-blocking collective)
 };
 [[nodiscard]] std::vector<collective_series> measure_collectives(shardmesh::communicator const& world,
                                                                  calibration_sizes const& s);

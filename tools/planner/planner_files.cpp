@@ -47,7 +47,8 @@ std::string hardware_json(hardware_model const& h) {
                                   {"group", c.group},
                                   {"alpha_seconds", c.cost.alpha},
                                   {"beta_seconds_per_byte", c.cost.beta},
-                                  {"between_nodes", c.between_nodes}});
+                                  {"between_nodes", c.between_nodes},
+                                  {"deferred", c.deferred}});
   return out.dump(2) + "\n";
 }
 
@@ -178,6 +179,7 @@ hardware_model read_hardware(std::string const& path) {
       f.group = c.at("group").get<std::size_t>();
       f.cost = {c.at("alpha_seconds").get<double>(), c.at("beta_seconds_per_byte").get<double>()};
       f.between_nodes = c.value("between_nodes", false);
+      f.deferred = c.value("deferred", false);
       h.collectives.push_back(f);
     }
   } catch (json::exception const& e) {

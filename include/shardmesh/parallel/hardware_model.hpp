@@ -53,6 +53,9 @@ struct collective_fit {
   std::size_t group = 2;
   link_cost cost;
   bool between_nodes = false;
+  // Posted, then waited for (a ZeRO-3 gather started ahead, a gradient
+  // bucket): MPI's non-blocking collective, often slower than the blocking one.
+  bool deferred = false;
 };
 
 // A local product's measured rate: C[m, n] += A[m, k] B[k, n].
@@ -158,15 +161,16 @@ struct hardware_model {
   // Seconds of collective kind on groups of `group` ranks `stride` apart
   // (ranks numbered node by node) for `bytes`: the fit for that group size,
   // on links between nodes where the group cannot fit in one, else for the
-  // nearest group size measured, links between nodes preferred alike (0 for
-  // a group of one).
-  [[nodiscard]] double collective_seconds(collective_kind kind, std::size_t group, double bytes,
-                                          std::size_t stride = 1) const {
+  // nearest group size measured, links between nodes preferred alike, then
+  // deferred as asked where both were measured (0 for a group of one).
+  [[nodiscard]] double collective_seconds(collective_kind kind, std::size_t group, double bytes, std::size_t stride = 1,
+                                          bool deferred = false) const {
     if (group <= 1 && kind != collective_kind::point_to_point) return 0;
     bool const spans = ranks_per_node > 0 && group * stride > ranks_per_node;
     collective_fit const* best = nullptr;
     auto const gap = [&](collective_fit const& x) {
-      return 2 * (x.group > group ? x.group - group : group - x.group) + (x.between_nodes == spans ? 0 : 1);
+      return 4 * (x.group > group ? x.group - group : group - x.group) + 2 * (x.between_nodes == spans ? 0 : 1) +
+             (x.deferred == deferred ? 0 : 1);
     };
     for (collective_fit const& f : collectives)
       if (f.kind == kind && (best == nullptr || gap(f) < gap(*best))) best = &f;

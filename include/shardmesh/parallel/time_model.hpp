@@ -127,13 +127,13 @@ class time_model {
       double const r = plan.dp > 1
                            ? buckets * (hardware_.collective_seconds(
                                             scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
-                                            plan.dp, gradient_bytes / buckets, dp_stride(plan)) +
+                                            plan.dp, gradient_bytes / buckets, dp_stride(plan), true) +
                                         hardware_.sync_overhead)
                            : 0;
       double g = 0;  // ZeRO-1 and 2 gather each updated parameter back
       if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
         for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
-          for (std::size_t st : chunk) g += gathers(plan, st, element_bytes);
+          for (std::size_t st : chunk) g += gathers(plan, st, element_bytes, false);
       double const u = sharing * hardware_.kernel_seconds(
                                      {kernel_kind::adamw,
                                       static_cast<double>(m.optimizer_state) /
@@ -231,21 +231,27 @@ class time_model {
   // ZeRO-3's all-gathers of stage st's parameters, before its F and before its I: seconds of both.
   [[nodiscard]] double parameter_gather(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
     if (plan.zero != zero_stage::parameters) return 0;
-    return 2 * gathers(plan, st, element_bytes);
+    return 2 * gathers(plan, st, element_bytes, true);  // started ahead, waited for before use
   }
 
   // One all-gather on dp per parameter of stage st (its tp shard), each a
-  // redistribution of its own.
-  [[nodiscard]] double gathers(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
+  // redistribution of its own; deferred: posted, then waited for. Made once
+  // per what it depends on, a block standing for every block (a search asks
+  // for each stage of every plan).
+  [[nodiscard]] double gathers(training_plan const& plan, std::size_t st, std::size_t element_bytes,
+                               bool deferred) const {
     if (plan.dp <= 1) return 0;
+    std::size_t const representative = st >= 1 && st <= model_->config().layers ? 1 : st;
+    auto const key = std::tuple(plan.dp, plan.tp, plan.pp, representative, element_bytes, deferred);
+    if (auto const it = gathers_.find(key); it != gathers_.end()) return it->second;
     double seconds = 0;
-    for (parameter_spec const& p : model_->stages()[st].parameters)
+    for (parameter_spec const& p : model_->stages()[representative].parameters)
       seconds += hardware_.collective_seconds(collective_kind::all_gather, plan.dp,
                                               static_cast<double>(p.elements()) * static_cast<double>(element_bytes) /
                                                   static_cast<double>(plan.tp),
-                                              dp_stride(plan)) +
+                                              dp_stride(plan), deferred) +
                  hardware_.redistribution_overhead + hardware_.sync_overhead;
-    return seconds;
+    return gathers_.emplace(key, seconds).first->second;
   }
 
   // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.
@@ -262,6 +268,7 @@ class time_model {
   mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>, action_cost>
       stage_costs_;
   mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool>, double> gathers_;
 };
 
 }  // namespace shardmesh::parallel
