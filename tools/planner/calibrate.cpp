@@ -141,8 +141,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
       planner_tool::keep_faster(h.gemm, gemm);
       planner_tool::keep_faster(kernels, k);
       planner_tool::keep_faster(collectives, c);
-      for (std::size_t i = 0; i < stages.size(); ++i)
-        stages[i] = {std::min(stages[i].forward, st[i].forward), std::min(stages[i].backward, st[i].backward)};
+      for (std::size_t i = 0; i < stages.size(); ++i) stages[i] = planner_tool::faster(stages[i], st[i]);
       h.redistribution_overhead = std::min(h.redistribution_overhead, r);
       h.sync_overhead = std::min(h.sync_overhead, sync);
     }
@@ -163,9 +162,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     auto const& measured = stages[static_cast<std::size_t>(kind)];
     shardmesh::parallel::stage_overhead& o = h.overheads[static_cast<std::size_t>(kind)];
     o = {std::max(0.0, measured.forward - a.forward), std::max(0.0, measured.backward - a.input - a.weight)};
-    if (earlier)
-      o = {std::min(o.forward, earlier->overhead(kind).forward),
-           std::min(o.backward, earlier->overhead(kind).backward)};
+    if (earlier) o = planner_tool::faster(o, earlier->overhead(kind));
   }
   if (speaks) {
     std::ofstream file(out);

@@ -22,7 +22,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <iterator>
 #include <string>

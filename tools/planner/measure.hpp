@@ -70,6 +70,11 @@ inline constexpr shardmesh::parallel::gpt_config tiny_gpt{
 // arithmetic included; indexed by stage_kind.
 [[nodiscard]] std::vector<shardmesh::parallel::stage_overhead> measure_stage_seconds(
     shardmesh::communicator const& world, calibration_sizes const& s, bool computes);
+// The faster of two measurements of a stage's seconds, phase by phase.
+[[nodiscard]] inline shardmesh::parallel::stage_overhead faster(shardmesh::parallel::stage_overhead a,
+                                                                shardmesh::parallel::stage_overhead b) {
+  return {std::min(a.forward, b.forward), std::min(a.backward, b.backward)};
+}
 // Seconds a redistribution of a few bytes (an all-gather over every rank)
 // takes beyond the same all-gather called directly: the library's own cost
 // of a redistribution.
