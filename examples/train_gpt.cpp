@@ -27,8 +27,9 @@
 // trains the same model on one rank (dp = tp = 1, ZeRO-0) alongside and
 // reports the largest difference of the two loss curves; the exit status
 // says whether it stayed within the tolerance. --report FILE writes each
-// step's seconds and, per memory category, the largest peak over the ranks
-// and phases (JSON), for comparing runs with the planner's predictions.
+// step's seconds, the machine's pace around it and, per memory
+// category, the largest peak over the ranks and phases (JSON), for
+// comparing runs with the planner's predictions.
 //
 // --save DIR writes the training state to DIR/state.h5 after the last step
 // (and every --every K steps): parameters and optimizer state in whatever
@@ -39,6 +40,7 @@
 // into this run's layouts and checked bit for bit against the saved one,
 // and the steps go on from the saved step to --steps.
 #include <shardmesh/io/training_state.hpp>
+#include <shardmesh/parallel/machine_pace.hpp>
 #include <shardmesh/parallel/memory_report.hpp>
 #include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -305,10 +307,10 @@ void draw_timeline(run const& r, std::string const& file) {
   if (std::system(convert.c_str()) == 0) std::printf("and %s\n", png.c_str());
 }
 
-// Each step's seconds, and per memory category the largest peak of any
+// Each step's seconds and pace, and per memory category the largest peak of any
 // phase on any rank (collective: every rank calls it; rank 0 writes).
 void write_report(run const& r, std::size_t first_step, std::vector<double> const& seconds,
-                  std::vector<double> const& losses, std::string const& file) {
+                  std::vector<double> const& paces, std::vector<double> const& losses, std::string const& file) {
   constexpr std::size_t n = memory_category_count;
   std::array<unsigned long long, n> peak{};
   for (auto const& phase : r.trainer().memory().phases)
@@ -318,7 +320,8 @@ void write_report(run const& r, std::size_t first_step, std::vector<double> cons
   std::ofstream out(file);
   out.precision(17);
   out << "{\"first_step\": " << first_step << ",\n";
-  for (auto const& [key, list] : {std::pair{"step_seconds", &seconds}, std::pair{"losses", &losses}}) {
+  for (auto const& [key, list] :
+       {std::pair{"step_seconds", &seconds}, std::pair{"pace_seconds", &paces}, std::pair{"losses", &losses}}) {
     out << " \"" << key << "\": [";
     for (std::size_t i = 0; i < list->size(); ++i) out << (i > 0 ? ", " : "") << (*list)[i];
     out << "],\n";
@@ -378,13 +381,18 @@ int train(options o) {
         o.pp > 1 ? (", schedule " + o.schedule + " with " + std::to_string(o.chunks) + " chunk(s) per stage").c_str()
                  : "");
   double worst = 0;
-  std::vector<double> step_seconds, losses;
+  std::vector<double> step_seconds, paces, losses;
+  // The machine's pace around each step (parallel/machine_pace.hpp), outside its time: a shared
+  // machine's slow spells told apart.
+  auto const pace = [world = communicator::borrow(MPI_COMM_WORLD)] { return parallel::machine_pace(world); };
   for (std::size_t s = first; s < o.steps; ++s) {
+    double const pace_before = o.report.empty() ? 0 : pace();
     MPI_Barrier(MPI_COMM_WORLD);
     double const start = MPI_Wtime();
     auto const r = distributed.step(s);
     double const seconds = MPI_Wtime() - start;
     step_seconds.push_back(seconds);
+    if (!o.report.empty()) paces.push_back(std::max(pace_before, pace()));
     losses.push_back(r.loss);
     double const tokens = static_cast<double>(b.global() * o.sequence);
     std::optional<double> difference;
@@ -411,7 +419,7 @@ int train(options o) {
   }
   print_memory(distributed, "last");
   if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
-  if (!o.report.empty()) write_report(distributed, first, step_seconds, losses, o.report);
+  if (!o.report.empty()) write_report(distributed, first, step_seconds, paces, losses, o.report);
   if (!o.check) return 0;
   bool const ok = worst <= check_tolerance;
   if (root)
@@ -458,7 +466,8 @@ int main(int argc, char** argv) {
   app.add_flag("--padded", o.padded, "sequences of random length, padded");
   app.add_flag("--check", o.check, "train on 1 rank alongside and compare the loss curves");
   app.add_flag("--quiet", o.quiet, "no per-step lines");
-  app.add_option("--report", o.report, "write step times, losses and peak memory per category (JSON) to this file");
+  app.add_option("--report", o.report,
+                 "write step times, the machine's pace, losses and peak memory per category (JSON) to this file");
   app.add_option("--save", o.save, "write the training state to DIR/state.h5 after the last step");
   app.add_option("--every", o.every, "and after every K steps")->needs("--save");
   app.add_option("--resume", o.resume, "continue from DIR/state.h5 (the run's options come from there)");

@@ -6,12 +6,14 @@
 
 calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
 hardware file with every figure the planner reads, and run again with
---faster-than that file keeps each figure's faster. described: the 8-GPU node
+--faster-than that file keeps each figure's faster, and --pace prints the
+machine's pace. described: the 8-GPU node
 and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
 predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
 uneven batch) and its peak parameters, gradients, optimizer state
-and activations per rank equal the planner's prediction, byte for byte.
+and activations per rank equal the planner's prediction, byte for byte, and
+its report holds the machine's pace around each step.
 """
 import json
 import os
@@ -77,6 +79,8 @@ def calibrate(out_dir, command):
           "--faster-than: no overhead above the earlier file's")
     check(h2["elementwise_bytes_per_second"] >= h["elementwise_bytes_per_second"],
           "--faster-than: the bandwidth at least the earlier file's")
+    pace = float(run([*command, "--pace"]).split()[-1])
+    check(0 < pace < 1, f"--pace: the seconds of a fixed work of about half a millisecond, not {pace}")
     bad = subprocess.run([*command, "--quick", "--out", again, "--faster-than", os.path.join(out_dir, "none.json")],
                          capture_output=True, text=True, timeout=120)
     check(bad.returncode != 0 and "cannot be read" in bad.stderr, "--faster-than a missing file: a clear error")
@@ -124,6 +128,8 @@ def memory(plan_training, model, hardware, out_dir, command):
         with open(report) as f:
             measured = json.load(f)
         check(len(measured["step_seconds"]) == 2 and all(s > 0 for s in measured["step_seconds"]), "step times")
+        check(len(measured["pace_seconds"]) == 2 and all(0 < s < 1 for s in measured["pace_seconds"]),
+              "the machine's pace around each step")
         for c in STATE:
             check(p["memory"][c] == measured["peak_bytes"][c],
                   f"{key} {c}: predicted {p['memory'][c]} B, the ledger's peak {measured['peak_bytes'][c]} B")

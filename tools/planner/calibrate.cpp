@@ -16,12 +16,14 @@
 // calibrate at the rank count you plan for.
 // Every figure is measured in 3 passes (quick: 2), one after the other, and
 // the fastest kept: on a machine shared with others, the speed it has when
-// they leave it alone.
+// they leave it alone. --pace only prints the machine's pace now
+// (parallel/machine_pace.hpp), for waiting until it is left alone.
 #include "measure.hpp"
 #include "planner_files.hpp"
 
 #include <shardmesh/comm/communicator.hpp>
 #include <shardmesh/parallel/hardware_model.hpp>
+#include <shardmesh/parallel/machine_pace.hpp>
 #include <shardmesh/parallel/time_model.hpp>
 #include <shardmesh/runtime_info.hpp>
 
@@ -40,6 +42,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -79,10 +82,20 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
                  "a hardware file measured earlier on this machine and ranks: keep each figure's faster of the two "
                  "(calibrations spread over time meet more of a shared machine's quiet spells)")
       ->type_name("FILE");
+  bool pace_only = false;
+  app.add_flag("--pace", pace_only,
+               "only print the machine's pace: seconds of a fixed work on the slowest rank, the median of 5");
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
     return speaks ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
+  if (pace_only) {
+    std::vector<double> paces;
+    for (int i = 0; i < 5; ++i) paces.push_back(shardmesh::parallel::machine_pace(world));
+    std::nth_element(paces.begin(), paces.begin() + 2, paces.end());
+    if (speaks) std::cout << paces[2] << std::endl;
+    return 0;
   }
   // Read by every rank before anything is measured: a bad file fails everywhere alike.
   std::optional<shardmesh::parallel::hardware_model> earlier;
