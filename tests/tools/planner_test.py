@@ -6,8 +6,8 @@
 
 calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
 hardware file with every figure the planner reads, and run again with
---faster-than that file keeps each figure's faster, and --pace prints the
-machine's pace. described: the 8-GPU node
+--faster-than that file keeps each figure's faster and the fastest pace, and
+--pace prints the machine's pace. described: the 8-GPU node
 and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
 predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
@@ -64,6 +64,7 @@ def calibrate(out_dir, command):
           "a block's ops cost something beyond their arithmetic")
     check(h["redistribution_overhead_seconds"] >= 0 and h["sync_overhead_seconds"] >= 0,
           "a redistribution's own cost, and a collective's wait among computing ranks")
+    check(0 < h["pace_seconds"] < 1, "the fastest pace seen while calibrating")
     # Again, keeping each figure's faster of the two: no rate falls, no cost rises.
     again = os.path.join(out_dir, "planner-test-hardware-again.json")
     run([*command, "--quick", "--out", again, "--faster-than", path])
@@ -79,6 +80,7 @@ def calibrate(out_dir, command):
           "--faster-than: no overhead above the earlier file's")
     check(h2["elementwise_bytes_per_second"] >= h["elementwise_bytes_per_second"],
           "--faster-than: the bandwidth at least the earlier file's")
+    check(0 < h2["pace_seconds"] <= h["pace_seconds"], "--faster-than: the fastest pace of both")
     pace = float(run([*command, "--pace"]).split()[-1])
     check(0 < pace < 1, f"--pace: the seconds of a fixed work of about half a millisecond, not {pace}")
     bad = subprocess.run([*command, "--quick", "--out", again, "--faster-than", os.path.join(out_dir, "none.json")],

@@ -14,10 +14,13 @@
 // cores among the ranks it puts there. Collectives are measured with every
 // rank taking part: ranks sharing cores communicate more slowly, so
 // calibrate at the rank count you plan for.
-// Every figure is measured in 3 passes (quick: 2), one after the other, and
-// the fastest kept: on a machine shared with others, the speed it has when
-// they leave it alone. --pace only prints the machine's pace now
-// (parallel/machine_pace.hpp), for waiting until it is left alone.
+// Every figure is measured in 3 passes (quick: 2), one after the other,
+// each part of a pass between two measurements of the machine's pace
+// (parallel/machine_pace.hpp), and each figure's fastest kept over the
+// passes measured with the machine left alone (pace near the fastest seen):
+// on a machine shared with others, the speed it has when they leave it
+// alone. The hardware file keeps that fastest pace, for measurements to be
+// compared with it. --pace only prints the machine's pace now.
 #include "measure.hpp"
 #include "planner_files.hpp"
 
@@ -38,10 +41,12 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -59,6 +64,40 @@ std::string machine_name() {
     }
   return std::string(host) + ": " + model;
 }
+
+// A measurement and the machine's pace around it (parallel/machine_pace.hpp): the slower of before and after.
+template <class T>
+struct paced {
+  T value;
+  double pace = 0;
+};
+template <class Measure>
+auto measure_paced(shardmesh::communicator const& world, Measure&& measure) {
+  double const before = shardmesh::parallel::machine_pace(world);
+  auto value = measure();
+  return paced<decltype(value)>{std::move(value), std::max(before, shardmesh::parallel::machine_pace(world))};
+}
+
+// The passes measured on the machine left alone (their pace within
+// quiet_pace of `floor`), or else the quietest one, merged into each
+// figure's fastest. The pace is the same on every rank, and so the passes.
+template <class T, class Merge>
+T quiet_fastest(std::vector<paced<T>> passes, double floor, Merge merge) {
+  std::ranges::sort(passes, {}, &paced<T>::pace);
+  T best = passes.front().value;
+  for (std::size_t i = 1; i < passes.size() && passes[i].pace <= shardmesh::parallel::quiet_pace * floor; ++i)
+    merge(best, passes[i].value);
+  return best;
+}
+
+struct kernel_figures {
+  double elementwise = 0;  // bytes per second
+  std::vector<planner_tool::kernel_series> kernels;
+};
+struct overhead_figures {
+  std::vector<shardmesh::parallel::stage_overhead> stages;  // by stage_kind
+  double redistribution = 0, sync = 0;
+};
 
 // Physical memory divided among the ranks that share it.
 std::size_t memory_per_rank(std::size_t ranks_here) {
@@ -130,35 +169,52 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   bool const computes = static_cast<std::size_t>(local_rank) < h.cores;
   h.memory_per_rank = memory_per_rank(static_cast<std::size_t>(ranks_here));
   std::size_t const passes = quick ? 2 : 3;
-  std::vector<planner_tool::kernel_series> kernels;
-  std::vector<planner_tool::collective_series> collectives;
-  std::vector<shardmesh::parallel::stage_overhead> stages;
+  // Each part of each pass between two paces; each figure kept from the quiet passes.
+  std::vector<paced<std::vector<shardmesh::parallel::gemm_rate>>> gemm;
+  std::vector<paced<kernel_figures>> kernel;
+  std::vector<paced<std::vector<planner_tool::collective_series>>> collective;
+  std::vector<paced<overhead_figures>> overhead;
   for (std::size_t pass = 0; pass < passes; ++pass) {
     std::string const of = " (pass " + std::to_string(pass + 1) + " of " + std::to_string(passes) + ")";
     say("GEMM rates of " + std::to_string(sizes.gemm_shapes.size()) + " shapes" + of);
-    auto const gemm = planner_tool::measure_gemm(world, sizes, computes);
+    gemm.push_back(measure_paced(world, [&] { return planner_tool::measure_gemm(world, sizes, computes); }));
     say("elementwise bandwidth, and " + std::to_string(std::size(shardmesh::parallel::kernel_kinds)) +
         " of the library's kernels" + of);
-    h.elementwise_bytes_per_second =
-        std::max(h.elementwise_bytes_per_second, planner_tool::measure_elementwise(world, sizes, computes));
-    auto const k = planner_tool::measure_kernels(world, sizes, computes);
+    kernel.push_back(measure_paced(world, [&] {
+      return kernel_figures{planner_tool::measure_elementwise(world, sizes, computes),
+                            planner_tool::measure_kernels(world, sizes, computes)};
+    }));
     say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks" + of);
-    auto const c = planner_tool::measure_collectives(world, sizes);
+    collective.push_back(measure_paced(world, [&] { return planner_tool::measure_collectives(world, sizes); }));
     say("the library's own cost per stage and per redistribution, and a collective's wait among computing ranks" + of);
-    auto const st = planner_tool::measure_stage_seconds(world, sizes, computes);
-    double const r = planner_tool::measure_redistribution_overhead(world, sizes);
-    double const sync = planner_tool::measure_sync_overhead(world, sizes);
-    if (pass == 0) {
-      h.gemm = gemm, kernels = k, collectives = c, stages = st, h.redistribution_overhead = r, h.sync_overhead = sync;
-    } else {
-      planner_tool::keep_faster(h.gemm, gemm);
-      planner_tool::keep_faster(kernels, k);
-      planner_tool::keep_faster(collectives, c);
-      for (std::size_t i = 0; i < stages.size(); ++i) stages[i] = planner_tool::faster(stages[i], st[i]);
-      h.redistribution_overhead = std::min(h.redistribution_overhead, r);
-      h.sync_overhead = std::min(h.sync_overhead, sync);
-    }
+    overhead.push_back(measure_paced(world, [&] {
+      return overhead_figures{planner_tool::measure_stage_seconds(world, sizes, computes),
+                              planner_tool::measure_redistribution_overhead(world, sizes),
+                              planner_tool::measure_sync_overhead(world, sizes)};
+    }));
   }
+  // The fastest pace seen, here or by the earlier calibration: the machine left alone.
+  h.pace = earlier && earlier->pace > 0 ? earlier->pace : std::numeric_limits<double>::infinity();
+  auto const saw = [&](auto const& parts) {
+    for (auto const& part : parts) h.pace = std::min(h.pace, part.pace);
+  };
+  saw(gemm), saw(kernel), saw(collective), saw(overhead);
+  h.gemm = quiet_fastest(gemm, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
+  auto [elementwise, kernels] = quiet_fastest(kernel, h.pace, [](kernel_figures& best, kernel_figures const& pass) {
+    best.elementwise = std::max(best.elementwise, pass.elementwise);
+    planner_tool::keep_faster(best.kernels, pass.kernels);
+  });
+  h.elementwise_bytes_per_second = elementwise;
+  auto collectives =
+      quiet_fastest(collective, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
+  auto const [stages, redistribution, sync] =
+      quiet_fastest(overhead, h.pace, [](overhead_figures& best, overhead_figures const& pass) {
+        for (std::size_t i = 0; i < best.stages.size(); ++i)
+          best.stages[i] = planner_tool::faster(best.stages[i], pass.stages[i]);
+        best.redistribution = std::min(best.redistribution, pass.redistribution);
+        best.sync = std::min(best.sync, pass.sync);
+      });
+  h.redistribution_overhead = redistribution, h.sync_overhead = sync;
   if (earlier) planner_tool::keep_faster(*earlier, h, kernels, collectives);
   for (auto const& k : kernels)
     h.kernels.push_back({k.kind, shardmesh::parallel::fit_link_cost(k.elements, k.seconds)});

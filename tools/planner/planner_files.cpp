@@ -28,7 +28,8 @@ std::string hardware_json(hardware_model const& h) {
            {"elementwise_bytes_per_second", h.elementwise_bytes_per_second},
            {"data_parallel_overlap", h.data_parallel_overlap},
            {"redistribution_overhead_seconds", h.redistribution_overhead},
-           {"sync_overhead_seconds", h.sync_overhead}};
+           {"sync_overhead_seconds", h.sync_overhead},
+           {"pace_seconds", h.pace}};
   out["stage_overheads"] = json::object();
   for (stage_kind k : shardmesh::parallel::stage_kinds)
     out["stage_overheads"][std::string(to_string(k))] = {{"forward_seconds", h.overhead(k).forward},
@@ -152,6 +153,7 @@ hardware_model read_hardware(std::string const& path) {
     h.data_parallel_overlap = j.value("data_parallel_overlap", 0.0);
     h.redistribution_overhead = j.value("redistribution_overhead_seconds", 0.0);
     h.sync_overhead = j.value("sync_overhead_seconds", 0.0);
+    h.pace = j.value("pace_seconds", 0.0);
     json const overheads = j.value("stage_overheads", json::object());
     for (stage_kind k : shardmesh::parallel::stage_kinds) {
       json const o = overheads.value(std::string(to_string(k)), json::object());
@@ -193,6 +195,7 @@ hardware_model read_hardware(std::string const& path) {
   bool overheads_valid = h.redistribution_overhead >= 0 && h.sync_overhead >= 0;
   for (auto const& o : h.overheads) overheads_valid = overheads_valid && o.forward >= 0 && o.backward >= 0;
   if (!overheads_valid) throw fail("an overhead is negative");
+  if (!(h.pace >= 0)) throw fail("pace_seconds is negative");
   if (!(h.data_parallel_overlap >= 0 && h.data_parallel_overlap <= 1))
     throw fail("data_parallel_overlap must be between 0 and 1");
   return h;

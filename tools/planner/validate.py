@@ -5,6 +5,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(REPO, "build", "release")
@@ -14,6 +15,10 @@ with open(MODEL_FILE) as f:
 GLOBAL_BATCH = 16
 BUCKET_KIB = 25 * 1024  # the planner's bucket size
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
+QUIET = 1.3  # see quiet(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/parallel/machine_pace.hpp)
+LEAST_QUIET = 3  # quiet steps a plan needs to be measured
+WAIT_SECONDS = 15  # the longest wait for the machine left alone before a run or a calibration
+CALIBRATE = os.path.join(BUILD, "tools", "planner", "shardmesh-calibrate")
 MARKERS = ("<!-- planner validation: begin -->", "<!-- planner validation: end -->")
 
 
@@ -70,7 +75,7 @@ def spearman(x, y):
 
 
 def run_plan(ranks, p, steps, report):
-    """train_gpt on plan p: its steps' seconds after the first two, and its peak memory per category."""
+    """train_gpt on plan p: its steps' (seconds, pace) after the first two, and its peak memory per category."""
     args = ["--dp", p["dp"], "--tp", p["tp"], "--pp", p["pp"], "--zero", p["zero"], "--micro-batch", p["micro_batch"],
             "--accumulation", p["micro_batches"], "--global-batch", GLOBAL_BATCH, "--steps", steps, "--bucket-kib",
             BUCKET_KIB, "--quiet", "--report", report]
@@ -81,20 +86,46 @@ def run_plan(ranks, p, steps, report):
     mpirun(ranks, os.path.join(BUILD, "examples", "train_gpt"), *args)
     with open(report) as f:
         measured = json.load(f)
-    return {"steps": measured["step_seconds"][2:], "peak_bytes": measured["peak_bytes"]}
+    return {"steps": list(zip(measured["step_seconds"], measured["pace_seconds"]))[2:],
+            "peak_bytes": measured["peak_bytes"]}
 
 
-def fastest(steps, count=3):
-    """A plan's step time on the machine left alone: the median of its `count` fastest steps over every run.
-    Calibration keeps each figure's fastest pass for the same reason: this machine is shared, and slows
-    down by up to 1.7x for seconds at a time, which a step (tens of milliseconds) either meets or not."""
-    return statistics.median(sorted(steps)[:count])
+def quiet(steps, floor):
+    """The seconds of the steps that ran on the machine left alone: their pace (train_gpt's fixed work
+    around each step, the slowest rank's) within QUIET of the fastest pace seen at this rank count.
+    This machine is shared, and runs a core up to twice as slow for seconds at a time; the pace tells
+    those spells apart (measured here: within 1.25x of the fastest pace, or beyond 1.5x)."""
+    return [seconds for seconds, pace in steps if pace <= QUIET * floor]
 
 
-def calibrate(ranks, quick, hardware, again):
-    """Calibrates at `ranks` into `hardware`; again: keeping each figure's faster of this and the file's."""
-    mpirun(ranks, os.path.join(BUILD, "tools", "planner", "shardmesh-calibrate"), *(["--quick"] if quick else []),
-           "--out", hardware, *(["--faster-than", hardware] if again else []))
+class machine:
+    """The fastest pace seen at a rank count, and waiting for the machine left alone."""
+
+    def __init__(self, ranks):
+        self.ranks, self.floor = ranks, float("inf")
+
+    def saw(self, paces):
+        self.floor = min(self.floor, *paces)
+
+    def wait_quiet(self):
+        """Until the pace is quiet, for at most WAIT_SECONDS: a slow spell lasts seconds to minutes."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            pace = float(mpirun(self.ranks, CALIBRATE, "--pace").split()[-1])
+            self.saw([pace])
+            if pace <= QUIET * self.floor or time.monotonic() > deadline:
+                return
+            time.sleep(1)
+
+
+def calibrate(here, quick, hardware, again):
+    """Calibrates at here.ranks into `hardware`, after waiting for a quiet pace; again: keeping each
+    figure's faster of this and the file's. The steps are quiet against the calibration's pace too."""
+    here.wait_quiet()
+    mpirun(here.ranks, CALIBRATE, *(["--quick"] if quick else []), "--out", hardware,
+           *(["--faster-than", hardware] if again else []))
+    with open(hardware) as f:
+        here.saw([json.load(f)["pace_seconds"]])
 
 
 def predictions(ranks, hardware):
@@ -109,8 +140,9 @@ def predictions(ranks, hardware):
 
 def validate(ranks, count, steps, rounds, quick, out):
     hardware = os.path.join(out, f"hardware-{ranks}.json")
+    here = machine(ranks)
     say(f"{ranks} ranks: calibrating")
-    calibrate(ranks, quick, hardware, again=False)
+    calibrate(here, quick, hardware, again=False)
     plans = predictions(ranks, hardware)
     picked = chosen(plans, count)
     say(f"{ranks} ranks: {len(plans)} feasible plans; running {len(picked)}")
@@ -119,13 +151,27 @@ def validate(ranks, count, steps, rounds, quick, out):
     # calibrated again before each round, each figure keeping its fastest,
     # so that calibration meets the same spells.
     measured = [{"steps": [], "peak_bytes": None} for _ in picked]
+
+    def run(i, round_):
+        here.wait_quiet()
+        done = run_plan(ranks, picked[i], steps, os.path.join(out, f"run-{ranks}-{i}-{round_}.json"))
+        measured[i]["steps"] += done["steps"]
+        measured[i]["peak_bytes"] = measured[i]["peak_bytes"] or done["peak_bytes"]
+        here.saw(pace for _, pace in done["steps"])
+
     for round_ in range(rounds):
         if round_ > 0:
-            calibrate(ranks, quick, hardware, again=True)
-        for i, p in enumerate(picked):
-            run = run_plan(ranks, p, steps, os.path.join(out, f"run-{ranks}-{i}-{round_}.json"))
-            measured[i]["steps"] += run["steps"]
-            measured[i]["peak_bytes"] = measured[i]["peak_bytes"] or run["peak_bytes"]
+            calibrate(here, quick, hardware, again=True)
+        for i in range(len(picked)):
+            run(i, round_)
+    # Plans that have not yet met the machine left alone get up to as many runs again.
+    for round_ in range(rounds, 2 * rounds):
+        short = [i for i, m in enumerate(measured) if len(quiet(m["steps"], here.floor)) < LEAST_QUIET]
+        if not short:
+            break
+        say(f"{ranks} ranks: {len(short)} plans short of {LEAST_QUIET} quiet steps, running them again")
+        for i in short:
+            run(i, round_)
     # Predicted by the calibration of every round.
     final = {plan_label(p): p for p in predictions(ranks, hardware)}
     picked = [final[plan_label(p)] for p in picked]
@@ -134,22 +180,26 @@ def validate(ranks, count, steps, rounds, quick, out):
     rows = []
     for p, m in zip(picked, measured):
         memory_equal = all(p["memory"][c] == m["peak_bytes"][c] for c in STATE)
-        rows.append({"plan": plan_label(p), "predicted": p["seconds"]["step"], "measured": fastest(m["steps"]),
-                     "memory_equal": memory_equal,
+        calm = quiet(m["steps"], here.floor)
+        rows.append({"plan": plan_label(p), "predicted": p["seconds"]["step"],
+                     "measured": statistics.median(calm) if len(calm) >= LEAST_QUIET else None,
+                     "quiet": (len(calm), len(m["steps"])), "memory_equal": memory_equal,
                      "memory": {c: (p["memory"][c], m["peak_bytes"][c]) for c in STATE}})
-        say(f"  {plan_label(p):48} predicted {1e3 * p['seconds']['step']:8.2f} ms, measured {1e3 * rows[-1]['measured']:8.2f} "
-            f"ms, memory {'equal' if memory_equal else 'DIFFERENT'}")
+        seen = f"{1e3 * rows[-1]['measured']:8.2f} ms" if rows[-1]["measured"] else "not measured"
+        say(f"  {plan_label(p):48} predicted {1e3 * p['seconds']['step']:8.2f} ms, measured {seen} "
+            f"({len(calm)} of {len(m['steps'])} steps quiet), memory {'equal' if memory_equal else 'DIFFERENT'}")
     return rows
 
 
 def summary(rows):
-    errors = [abs(r["predicted"] - r["measured"]) / r["measured"] for r in rows]
-    quickest = min(r["measured"] for r in rows)
-    first = rows[0]  # the planner's first choice: plans run fastest predicted first
-    return {"mape": statistics.fmean(errors), "spearman": spearman([r["predicted"] for r in rows],
-                                                                    [r["measured"] for r in rows]),
-            "first_over_fastest": first["measured"] / quickest,
-            "memory_equal": sum(r["memory_equal"] for r in rows), "runs": len(rows)}
+    """Step-time figures over the plans measured on the machine left alone; memory over every plan run."""
+    timed = [r for r in rows if r["measured"] is not None]
+    errors = [abs(r["predicted"] - r["measured"]) / r["measured"] for r in timed]
+    first = timed[0]  # the planner's first choice of those measured: plans run fastest predicted first
+    return {"mape": statistics.fmean(errors), "spearman": spearman([r["predicted"] for r in timed],
+                                                                    [r["measured"] for r in timed]),
+            "first_over_fastest": first["measured"] / min(r["measured"] for r in timed),
+            "memory_equal": sum(r["memory_equal"] for r in rows), "runs": len(rows), "timed": len(timed)}
 
 
 def mib(n):
@@ -160,28 +210,33 @@ def markdown(results, quick, steps, rounds):
     lines = [f"The small GPT (vocabulary {MODEL['vocabulary']}, sequence {MODEL['sequence']}, hidden "
              f"{MODEL['hidden']}, {MODEL['heads']} heads of {MODEL['head_size']}, ffn {MODEL['ffn']}, "
              f"{MODEL['layers']} blocks), global batch {GLOBAL_BATCH}; each plan run {rounds} times, in rounds over "
-             f"the plans, {steps} steps a run, measured as the median of its 3 fastest steps (the first two of each run "
-             f"left out); {'quick' if quick else 'full'} calibration at each rank count, again before each "
+             f"the plans, {steps} steps a run (the first two left out), measured as the median of its quiet steps: those "
+             f"whose pace (train_gpt's fixed work around each step) is within {QUIET}x of the fastest pace seen, the "
+             f"machine left alone; each run and calibration waits up to {WAIT_SECONDS} s for a quiet pace; a plan with "
+             f"fewer than {LEAST_QUIET} quiet steps runs again, up to {rounds} more "
+             f"times, or is reported unmeasured; {'quick' if quick else 'full'} calibration at each rank count, again before each "
              "round, each figure keeping its fastest; "
              "made by `tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
-             "| ranks | plans run | step-time error (MAPE) | Spearman | first choice / fastest measured | "
-             "memory equal |", "|---|---|---|---|---|---|"]
+             "| ranks | plans run | plans timed quiet | step-time error (MAPE) | Spearman | first choice / fastest measured "
+             "| memory equal |", "|---|---|---|---|---|---|---|"]
     for ranks, rows in results.items():
         s = summary(rows)
         setting = "one per core" if ranks <= (os.cpu_count() or 1) else "oversubscribed"
-        lines.append(f"| {ranks} ({setting}) | {s['runs']} | {100 * s['mape']:.1f}% | {s['spearman']:.2f} | "
+        lines.append(f"| {ranks} ({setting}) | {s['runs']} | {s['timed']} | {100 * s['mape']:.1f}% | {s['spearman']:.2f} | "
                      f"{s['first_over_fastest']:.2f} | {s['memory_equal']} of {s['runs']} |")
     for ranks, rows in results.items():
         lines += ["", f"{ranks} ranks, fastest predicted first:", "",
-                  "| plan | predicted ms | measured ms | error | parameters MiB | gradients MiB | optimizer MiB | activations MiB |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| plan | predicted ms | measured ms | error | quiet steps | parameters MiB | gradients MiB | optimizer MiB "
+                  "| activations MiB |", "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
-            error = (r["predicted"] - r["measured"]) / r["measured"]
+            timed = r["measured"] is not None
             memory = " | ".join(mib(r["memory"][c][1]) + ("" if r["memory"][c][0] == r["memory"][c][1]
                                                           else f" (predicted {mib(r['memory'][c][0])})")
                                 for c in STATE)
-            lines.append(f"| {r['plan']} | {1e3 * r['predicted']:.1f} | {1e3 * r['measured']:.1f} | "
-                         f"{100 * error:+.0f}% | {memory} |")
+            measured = f"{1e3 * r['measured']:.1f}" if timed else "unmeasured"
+            error = f"{100 * (r['predicted'] - r['measured']) / r['measured']:+.0f}%" if timed else ""
+            lines.append(f"| {r['plan']} | {1e3 * r['predicted']:.1f} | {measured} | {error} | "
+                         f"{r['quiet'][0]} of {r['quiet'][1]} | {memory} |")
     return "\n".join(lines) + "\n"
 
 

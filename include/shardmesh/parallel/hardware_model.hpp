@@ -120,6 +120,10 @@ struct hardware_model {
   // (bench_data_parallel's "exposed communication" is 1 minus it: here,
   // where MPI copies with the same cores that compute, little).
   double data_parallel_overlap = 0;
+  // The fastest machine_pace seen while calibrating, the figures' machine
+  // left alone: measurements to compare with them should be as quiet
+  // (machine_pace.hpp). 0: not measured.
+  double pace = 0;
 
   [[nodiscard]] stage_overhead overhead(stage_kind k) const { return overheads[static_cast<std::size_t>(k)]; }
 
