@@ -192,14 +192,17 @@ def validate(ranks, count, steps, rounds, quick, out):
 
 
 def summary(rows):
-    """Step-time figures over the plans measured on the machine left alone; memory over every plan run."""
+    """Step-time figures over the plans measured on the machine left alone (None: fewer than 2); memory over
+    every plan run."""
     timed = [r for r in rows if r["measured"] is not None]
-    errors = [abs(r["predicted"] - r["measured"]) / r["measured"] for r in timed]
-    first = timed[0]  # the planner's first choice of those measured: plans run fastest predicted first
-    return {"mape": statistics.fmean(errors), "spearman": spearman([r["predicted"] for r in timed],
-                                                                    [r["measured"] for r in timed]),
-            "first_over_fastest": first["measured"] / min(r["measured"] for r in timed),
-            "memory_equal": sum(r["memory_equal"] for r in rows), "runs": len(rows), "timed": len(timed)}
+    out = {"memory_equal": sum(r["memory_equal"] for r in rows), "runs": len(rows), "timed": len(timed),
+           "mape": None, "spearman": None, "first_over_fastest": None}
+    if len(timed) >= 2:
+        out["mape"] = statistics.fmean(abs(r["predicted"] - r["measured"]) / r["measured"] for r in timed)
+        out["spearman"] = spearman([r["predicted"] for r in timed], [r["measured"] for r in timed])
+        # The planner's first choice of those measured: plans run fastest predicted first.
+        out["first_over_fastest"] = timed[0]["measured"] / min(r["measured"] for r in timed)
+    return out
 
 
 def mib(n):
@@ -222,8 +225,10 @@ def markdown(results, quick, steps, rounds):
     for ranks, rows in results.items():
         s = summary(rows)
         setting = "one per core" if ranks <= (os.cpu_count() or 1) else "oversubscribed"
-        lines.append(f"| {ranks} ({setting}) | {s['runs']} | {s['timed']} | {100 * s['mape']:.1f}% | {s['spearman']:.2f} | "
-                     f"{s['first_over_fastest']:.2f} | {s['memory_equal']} of {s['runs']} |")
+        figures = (f"{100 * s['mape']:.1f}% | {s['spearman']:.2f} | {s['first_over_fastest']:.2f}"
+                   if s["mape"] is not None else "- | - | -")
+        lines.append(f"| {ranks} ({setting}) | {s['runs']} | {s['timed']} | {figures} | "
+                     f"{s['memory_equal']} of {s['runs']} |")
     for ranks, rows in results.items():
         lines += ["", f"{ranks} ranks, fastest predicted first:", "",
                   "| plan | predicted ms | measured ms | error | quiet steps | parameters MiB | gradients MiB | optimizer MiB "
