@@ -15,9 +15,9 @@ with open(MODEL_FILE) as f:
 GLOBAL_BATCH = 16
 BUCKET_KIB = 25 * 1024  # the planner's bucket size
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
-QUIET = 1.3  # see quiet(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/parallel/machine_pace.hpp)
-LEAST_QUIET = 3  # quiet steps a plan needs to be measured
-WAIT_SECONDS = 15  # the longest wait for the machine left alone before a run or a calibration
+QUIET = 1.3  # see comparable(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/parallel/machine_pace.hpp)
+LEAST_QUIET = 3  # steps at the calibration's pace a plan needs to be measured
+WAIT_SECONDS = 15  # the longest wait for the calibration's pace before a run or a calibration
 CALIBRATE = os.path.join(BUILD, "tools", "planner", "shardmesh-calibrate")
 MARKERS = ("<!-- planner validation: begin -->", "<!-- planner validation: end -->")
 
@@ -90,42 +90,42 @@ def run_plan(ranks, p, steps, report):
             "peak_bytes": measured["peak_bytes"]}
 
 
-def quiet(steps, floor):
-    """The seconds of the steps that ran on the machine left alone: their pace (train_gpt's fixed work
-    around each step, the slowest rank's) within QUIET of the fastest pace seen at this rank count.
-    This machine is shared, and runs a core up to twice as slow for seconds at a time; the pace tells
-    those spells apart (measured here: within 1.25x of the fastest pace, or beyond 1.5x)."""
-    return [seconds for seconds, pace in steps if pace <= QUIET * floor]
+def at_pace(pace, reference):
+    """Whether a measurement at `pace` met the machine as the calibration did: within QUIET of its pace."""
+    return reference / QUIET <= pace <= QUIET * reference
+
+
+def comparable(steps, reference):
+    """The seconds of the steps that ran on the machine as calibration found it: their pace (train_gpt's
+    fixed work around each step, the slowest rank's) within QUIET of the calibration's. This machine is
+    shared, and runs a core up to twice as slow for seconds to minutes at a time; the pace tells those
+    spells apart (measured here: within 1.25x of the fastest pace, or beyond 1.5x)."""
+    return [seconds for seconds, pace in steps if at_pace(pace, reference)]
 
 
 class machine:
-    """The fastest pace seen at a rank count, and waiting for the machine left alone."""
+    """A rank count's calibration, and its pace: the reference the steps are measured against."""
 
-    def __init__(self, ranks):
-        self.ranks, self.floor = ranks, float("inf")
+    def __init__(self, ranks, quick, hardware):
+        self.ranks, self.quick, self.hardware, self.reference = ranks, quick, hardware, None
 
-    def saw(self, paces):
-        self.floor = min(self.floor, *paces)
-
-    def wait_quiet(self):
-        """Until the pace is quiet, for at most WAIT_SECONDS: a slow spell lasts seconds to minutes."""
+    def wait(self):
+        """Until the pace is the calibration's, for at most WAIT_SECONDS: a spell lasts seconds to minutes."""
         deadline = time.monotonic() + WAIT_SECONDS
-        while True:
-            pace = float(mpirun(self.ranks, CALIBRATE, "--pace").split()[-1])
-            self.saw([pace])
-            if pace <= QUIET * self.floor or time.monotonic() > deadline:
+        while self.reference is not None and time.monotonic() < deadline:
+            if at_pace(float(mpirun(self.ranks, CALIBRATE, "--pace").split()[-1]), self.reference):
                 return
             time.sleep(1)
 
-
-def calibrate(here, quick, hardware, again):
-    """Calibrates at here.ranks into `hardware`, after waiting for a quiet pace; again: keeping each
-    figure's faster of this and the file's. The steps are quiet against the calibration's pace too."""
-    here.wait_quiet()
-    mpirun(here.ranks, CALIBRATE, *(["--quick"] if quick else []), "--out", hardware,
-           *(["--faster-than", hardware] if again else []))
-    with open(hardware) as f:
-        here.saw([json.load(f)["pace_seconds"]])
+    def calibrate(self):
+        """Calibrates into the hardware file, again keeping each figure's faster of this and the file's
+        (and the faster pace), after waiting for the calibration's pace."""
+        self.wait()
+        again = self.reference is not None
+        mpirun(self.ranks, CALIBRATE, *(["--quick"] if self.quick else []), "--out", self.hardware,
+               *(["--faster-than", self.hardware] if again else []))
+        with open(self.hardware) as f:
+            self.reference = json.load(f)["pace_seconds"]
 
 
 def predictions(ranks, hardware):
@@ -140,36 +140,35 @@ def predictions(ranks, hardware):
 
 def validate(ranks, count, steps, rounds, quick, out):
     hardware = os.path.join(out, f"hardware-{ranks}.json")
-    here = machine(ranks)
+    here = machine(ranks, quick, hardware)
     say(f"{ranks} ranks: calibrating")
-    calibrate(here, quick, hardware, again=False)
+    here.calibrate()
     plans = predictions(ranks, hardware)
     picked = chosen(plans, count)
     say(f"{ranks} ranks: {len(plans)} feasible plans; running {len(picked)}")
-    # Rounds over every plan, so that a spell of the machine running slow
-    # (it is shared) falls on each plan alike and each meets it left alone;
-    # calibrated again before each round, each figure keeping its fastest,
-    # so that calibration meets the same spells.
+    # Rounds over every plan, so that the machine's spells fall on each plan
+    # alike; calibrated again before each round, so that calibration meets
+    # the same spells, each figure keeping its fastest.
     measured = [{"steps": [], "peak_bytes": None} for _ in picked]
 
     def run(i, round_):
-        here.wait_quiet()
+        here.wait()
         done = run_plan(ranks, picked[i], steps, os.path.join(out, f"run-{ranks}-{i}-{round_}.json"))
         measured[i]["steps"] += done["steps"]
         measured[i]["peak_bytes"] = measured[i]["peak_bytes"] or done["peak_bytes"]
-        here.saw(pace for _, pace in done["steps"])
 
     for round_ in range(rounds):
         if round_ > 0:
-            calibrate(here, quick, hardware, again=True)
+            here.calibrate()
         for i in range(len(picked)):
             run(i, round_)
-    # Plans that have not yet met the machine left alone get up to as many runs again.
+    # Plans that have not yet met the machine as calibrated get up to as many runs again.
     for round_ in range(rounds, 2 * rounds):
-        short = [i for i, m in enumerate(measured) if len(quiet(m["steps"], here.floor)) < LEAST_QUIET]
+        short = [i for i, m in enumerate(measured) if len(comparable(m["steps"], here.reference)) < LEAST_QUIET]
         if not short:
             break
-        say(f"{ranks} ranks: {len(short)} plans short of {LEAST_QUIET} quiet steps, running them again")
+        say(f"{ranks} ranks: {len(short)} plans short of {LEAST_QUIET} steps at the calibration's pace, "
+            "running them again")
         for i in short:
             run(i, round_)
     # Predicted by the calibration of every round.
@@ -180,14 +179,14 @@ def validate(ranks, count, steps, rounds, quick, out):
     rows = []
     for p, m in zip(picked, measured):
         memory_equal = all(p["memory"][c] == m["peak_bytes"][c] for c in STATE)
-        calm = quiet(m["steps"], here.floor)
+        calm = comparable(m["steps"], here.reference)
         rows.append({"plan": plan_label(p), "predicted": p["seconds"]["step"],
                      "measured": statistics.median(calm) if len(calm) >= LEAST_QUIET else None,
-                     "quiet": (len(calm), len(m["steps"])), "memory_equal": memory_equal,
+                     "at_pace": (len(calm), len(m["steps"])), "memory_equal": memory_equal,
                      "memory": {c: (p["memory"][c], m["peak_bytes"][c]) for c in STATE}})
         seen = f"{1e3 * rows[-1]['measured']:8.2f} ms" if rows[-1]["measured"] else "not measured"
         say(f"  {plan_label(p):48} predicted {1e3 * p['seconds']['step']:8.2f} ms, measured {seen} "
-            f"({len(calm)} of {len(m['steps'])} steps quiet), memory {'equal' if memory_equal else 'DIFFERENT'}")
+            f"({len(calm)} of {len(m['steps'])} steps at the calibration's pace), memory {'equal' if memory_equal else 'DIFFERENT'}")
     return rows
 
 
@@ -213,14 +212,14 @@ def markdown(results, quick, steps, rounds):
     lines = [f"The small GPT (vocabulary {MODEL['vocabulary']}, sequence {MODEL['sequence']}, hidden "
              f"{MODEL['hidden']}, {MODEL['heads']} heads of {MODEL['head_size']}, ffn {MODEL['ffn']}, "
              f"{MODEL['layers']} blocks), global batch {GLOBAL_BATCH}; each plan run {rounds} times, in rounds over "
-             f"the plans, {steps} steps a run (the first two left out), measured as the median of its quiet steps: those "
-             f"whose pace (train_gpt's fixed work around each step) is within {QUIET}x of the fastest pace seen, the "
-             f"machine left alone; each run and calibration waits up to {WAIT_SECONDS} s for a quiet pace; a plan with "
-             f"fewer than {LEAST_QUIET} quiet steps runs again, up to {rounds} more "
+             f"the plans, {steps} steps a run (the first two left out), measured as the median of its steps at the "
+             f"calibration's pace: those whose pace (train_gpt's fixed work around each step) is within {QUIET}x of the "
+             f"pace the calibration's figures were measured at; each run and calibration waits up to {WAIT_SECONDS} s "
+             f"for that pace; a plan with fewer than {LEAST_QUIET} such steps runs again, up to {rounds} more "
              f"times, or is reported unmeasured; {'quick' if quick else 'full'} calibration at each rank count, again before each "
              "round, each figure keeping its fastest; "
              "made by `tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
-             "| ranks | plans run | plans timed quiet | step-time error (MAPE) | Spearman | first choice / fastest measured "
+             "| ranks | plans run | plans timed | step-time error (MAPE) | Spearman | first choice / fastest measured "
              "| memory equal |", "|---|---|---|---|---|---|---|"]
     for ranks, rows in results.items():
         s = summary(rows)
@@ -231,7 +230,7 @@ def markdown(results, quick, steps, rounds):
                      f"{s['memory_equal']} of {s['runs']} |")
     for ranks, rows in results.items():
         lines += ["", f"{ranks} ranks, fastest predicted first:", "",
-                  "| plan | predicted ms | measured ms | error | quiet steps | parameters MiB | gradients MiB | optimizer MiB "
+                  "| plan | predicted ms | measured ms | error | steps at pace | parameters MiB | gradients MiB | optimizer MiB "
                   "| activations MiB |", "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             timed = r["measured"] is not None
@@ -241,7 +240,7 @@ def markdown(results, quick, steps, rounds):
             measured = f"{1e3 * r['measured']:.1f}" if timed else "unmeasured"
             error = f"{100 * (r['predicted'] - r['measured']) / r['measured']:+.0f}%" if timed else ""
             lines.append(f"| {r['plan']} | {1e3 * r['predicted']:.1f} | {measured} | {error} | "
-                         f"{r['quiet'][0]} of {r['quiet'][1]} | {memory} |")
+                         f"{r['at_pace'][0]} of {r['at_pace'][1]} | {memory} |")
     return "\n".join(lines) + "\n"
 
 
