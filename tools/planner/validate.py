@@ -16,8 +16,8 @@ GLOBAL_BATCH = 16
 BUCKET_KIB = 25 * 1024  # the planner's bucket size
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
 QUIET = 1.3  # see comparable(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/parallel/machine_pace.hpp)
-LEAST_QUIET = 3  # steps at the calibration's pace a plan needs to be measured
-WAIT_SECONDS = 15  # the longest wait for the calibration's pace before a run or a calibration
+LEAST_QUIET = 3  # steps at the calibration's pace a run needs to be measured
+WAIT_SECONDS = 15  # the longest wait for the calibration's pace before a run
 CALIBRATE = os.path.join(BUILD, "tools", "planner", "shardmesh-calibrate")
 MARKERS = ("<!-- planner validation: begin -->", "<!-- planner validation: end -->")
 
@@ -41,14 +41,21 @@ def plan_label(p):
     return label
 
 
-def chosen(plans, count, top=4):
-    """The planner's top plans and a spread of the rest, fastest first."""
+def chosen(plans, count):
+    """The planner's top third of `count` and a spread of the rest over their predicted step times (the targets
+    evenly apart from the top's slowest to the slowest plan, each the nearest plan not yet taken): plans the model
+    sets far enough apart for the ranking to be tested beyond the runs' noise. Fastest predicted first."""
     if len(plans) <= count:
         return plans
-    rest = plans[top:]
-    spread = count - top
-    picks = {round(i * (len(rest) - 1) / max(spread - 1, 1)) for i in range(spread)}
-    return plans[:top] + [rest[i] for i in sorted(picks)]
+    top = max(count // 3, 1)
+    picked, rest = plans[:top], plans[top:]
+    low, high = picked[-1]["seconds"]["step"], rest[-1]["seconds"]["step"]
+    for i in range(1, count - top + 1):
+        target = low + i * (high - low) / (count - top)
+        nearest = min(rest, key=lambda p: abs(p["seconds"]["step"] - target))
+        picked.append(nearest)
+        rest.remove(nearest)
+    return sorted(picked, key=lambda p: p["seconds"]["step"])
 
 
 def ranks_of(values):
@@ -104,28 +111,26 @@ def comparable(steps, reference):
 
 
 class machine:
-    """A rank count's calibration, and its pace: the reference the steps are measured against."""
+    """A rank count's calibrations, one a round, and the pace of the latest: what its runs are compared with."""
 
-    def __init__(self, ranks, quick, hardware):
-        self.ranks, self.quick, self.hardware, self.reference = ranks, quick, hardware, None
+    def __init__(self, ranks, quick, out):
+        self.ranks, self.quick, self.out, self.reference = ranks, quick, out, None
 
     def wait(self):
         """Until the pace is the calibration's, for at most WAIT_SECONDS: a spell lasts seconds to minutes."""
         deadline = time.monotonic() + WAIT_SECONDS
-        while self.reference is not None and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             if at_pace(float(mpirun(self.ranks, CALIBRATE, "--pace").split()[-1]), self.reference):
                 return
             time.sleep(1)
 
-    def calibrate(self):
-        """Calibrates into the hardware file, again keeping each figure's faster of this and the file's
-        (and the faster pace), after waiting for the calibration's pace."""
-        self.wait()
-        again = self.reference is not None
-        mpirun(self.ranks, CALIBRATE, *(["--quick"] if self.quick else []), "--out", self.hardware,
-               *(["--faster-than", self.hardware] if again else []))
-        with open(self.hardware) as f:
+    def calibrate(self, round_):
+        """A fresh calibration into the round's hardware file; the planner's predictions by it."""
+        hardware = os.path.join(self.out, f"hardware-{self.ranks}-{round_}.json")
+        mpirun(self.ranks, CALIBRATE, *(["--quick"] if self.quick else []), "--out", hardware)
+        with open(hardware) as f:
             self.reference = json.load(f)["pace_seconds"]
+        return {plan_label(p): p for p in predictions(self.ranks, hardware)}
 
 
 def predictions(ranks, hardware):
@@ -139,65 +144,74 @@ def predictions(ranks, hardware):
 
 
 def validate(ranks, count, steps, rounds, quick, out):
-    hardware = os.path.join(out, f"hardware-{ranks}.json")
-    here = machine(ranks, quick, hardware)
+    here = machine(ranks, quick, out)
     say(f"{ranks} ranks: calibrating")
-    here.calibrate()
-    plans = predictions(ranks, hardware)
-    picked = chosen(plans, count)
+    plans = here.calibrate(0)
+    picked = [plan_label(p) for p in chosen(list(plans.values()), count)]
     say(f"{ranks} ranks: {len(plans)} feasible plans; running {len(picked)}")
-    # Rounds over every plan, so that the machine's spells fall on each plan
-    # alike; calibrated again before each round, so that calibration meets
-    # the same spells, each figure keeping its fastest.
-    measured = [{"steps": [], "peak_bytes": None} for _ in picked]
+    # Rounds over every plan, each after a fresh calibration, each run
+    # compared with its own round's predictions: the machine's spells last
+    # minutes and change its speed by up to 2x, so a run is compared with
+    # the machine as it was measured minutes, not an hour, before.
+    paired = {label: [] for label in picked}  # per round measured: (predicted, measured, steps at pace, steps)
+    peak = {}
 
-    def run(i, round_):
+    def run(label, round_):
         here.wait()
-        done = run_plan(ranks, picked[i], steps, os.path.join(out, f"run-{ranks}-{i}-{round_}.json"))
-        measured[i]["steps"] += done["steps"]
-        measured[i]["peak_bytes"] = measured[i]["peak_bytes"] or done["peak_bytes"]
+        p = plans[label]
+        done = run_plan(ranks, p, steps, os.path.join(out, f"run-{ranks}-{picked.index(label)}-{round_}.json"))
+        calm = comparable(done["steps"], here.reference)
+        paired[label].append((p["seconds"]["step"], statistics.median(calm) if len(calm) >= LEAST_QUIET else None,
+                              len(calm), len(done["steps"])))
+        peak.setdefault(label, done["peak_bytes"])
+
+    def measured_rounds(label):
+        return [r for r in paired[label] if r[1] is not None]
 
     for round_ in range(rounds):
         if round_ > 0:
-            here.calibrate()
-        for i in range(len(picked)):
-            run(i, round_)
-    # Plans that have not yet met the machine as calibrated get up to as many runs again.
+            plans = here.calibrate(round_)
+        for label in picked:
+            run(label, round_)
+    # Plans short of a measured round in most rounds get up to as many rounds more.
     for round_ in range(rounds, 2 * rounds):
-        short = [i for i, m in enumerate(measured) if len(comparable(m["steps"], here.reference)) < LEAST_QUIET]
+        short = [label for label in picked if len(measured_rounds(label)) < (rounds + 1) // 2]
         if not short:
             break
-        say(f"{ranks} ranks: {len(short)} plans short of {LEAST_QUIET} steps at the calibration's pace, "
+        say(f"{ranks} ranks: {len(short)} plans measured at the calibration's pace in fewer than half the rounds, "
             "running them again")
-        for i in short:
-            run(i, round_)
-    # Predicted by the calibration of every round.
-    final = {plan_label(p): p for p in predictions(ranks, hardware)}
-    picked = [final[plan_label(p)] for p in picked]
-    order = sorted(range(len(picked)), key=lambda i: picked[i]["seconds"]["step"])
-    picked, measured = [picked[i] for i in order], [measured[i] for i in order]
+        plans = here.calibrate(round_)
+        for label in short:
+            run(label, round_)
+    with open(os.path.join(out, f"rounds-{ranks}.json"), "w") as f:
+        json.dump({label: [dict(zip(("predicted", "measured", "steps_at_pace", "steps"), r)) for r in rounds_]
+                   for label, rounds_ in paired.items()}, f, indent=1)
     rows = []
-    for p, m in zip(picked, measured):
-        memory_equal = all(p["memory"][c] == m["peak_bytes"][c] for c in STATE)
-        calm = comparable(m["steps"], here.reference)
-        rows.append({"plan": plan_label(p), "predicted": p["seconds"]["step"],
-                     "measured": statistics.median(calm) if len(calm) >= LEAST_QUIET else None,
-                     "at_pace": (len(calm), len(m["steps"])), "memory_equal": memory_equal,
-                     "memory": {c: (p["memory"][c], m["peak_bytes"][c]) for c in STATE}})
-        seen = f"{1e3 * rows[-1]['measured']:8.2f} ms" if rows[-1]["measured"] else "not measured"
-        say(f"  {plan_label(p):48} predicted {1e3 * p['seconds']['step']:8.2f} ms, measured {seen} "
-            f"({len(calm)} of {len(m['steps'])} steps at the calibration's pace), memory {'equal' if memory_equal else 'DIFFERENT'}")
+    for label in sorted(picked, key=lambda label: statistics.median(r[0] for r in paired[label])):
+        p, m, timed = plans[label], peak[label], measured_rounds(label)
+        memory_equal = all(p["memory"][c] == m[c] for c in STATE)
+        rows.append({"plan": label, "predicted": statistics.median(r[0] for r in paired[label]),
+                     "measured": statistics.median(r[1] for r in timed) if timed else None,
+                     "error": statistics.median(r[0] / r[1] - 1 for r in timed) if timed else None,
+                     "rounds": (len(timed), len(paired[label])), "memory_equal": memory_equal,
+                     "memory": {c: (p["memory"][c], m[c]) for c in STATE}})
+        seen = (f"{1e3 * rows[-1]['measured']:8.2f} ms, error {100 * rows[-1]['error']:+.1f}%" if timed
+                else "not measured")
+        say(f"  {label:48} predicted {1e3 * rows[-1]['predicted']:8.2f} ms, measured {seen} "
+            f"({len(timed)} of {len(paired[label])} rounds at the calibration's pace), "
+            f"memory {'equal' if memory_equal else 'DIFFERENT'}")
     return rows
 
 
 def summary(rows):
-    """Step-time figures over the plans measured on the machine left alone (None: fewer than 2); memory over
-    every plan run."""
+    """Step-time figures over the plans measured at their calibrations' pace (None: fewer than 2); memory over
+    every plan run. The error is each plan's own, paired with its round's calibration; the ranking and the
+    first choice compare the plans' median predicted and measured times."""
     timed = [r for r in rows if r["measured"] is not None]
     out = {"memory_equal": sum(r["memory_equal"] for r in rows), "runs": len(rows), "timed": len(timed),
            "mape": None, "spearman": None, "first_over_fastest": None}
     if len(timed) >= 2:
-        out["mape"] = statistics.fmean(abs(r["predicted"] - r["measured"]) / r["measured"] for r in timed)
+        out["mape"] = statistics.fmean(abs(r["error"]) for r in timed)
         out["spearman"] = spearman([r["predicted"] for r in timed], [r["measured"] for r in timed])
         # The planner's first choice of those measured: plans run fastest predicted first.
         out["first_over_fastest"] = timed[0]["measured"] / min(r["measured"] for r in timed)
@@ -211,14 +225,15 @@ def mib(n):
 def markdown(results, quick, steps, rounds):
     lines = [f"The small GPT (vocabulary {MODEL['vocabulary']}, sequence {MODEL['sequence']}, hidden "
              f"{MODEL['hidden']}, {MODEL['heads']} heads of {MODEL['head_size']}, ffn {MODEL['ffn']}, "
-             f"{MODEL['layers']} blocks), global batch {GLOBAL_BATCH}; each plan run {rounds} times, in rounds over "
-             f"the plans, {steps} steps a run (the first two left out), measured as the median of its steps at the "
-             f"calibration's pace: those whose pace (train_gpt's fixed work around each step) is within {QUIET}x of the "
-             f"pace the calibration's figures were measured at; each run and calibration waits up to {WAIT_SECONDS} s "
-             f"for that pace; a plan with fewer than {LEAST_QUIET} such steps runs again, up to {rounds} more "
-             f"times, or is reported unmeasured; {'quick' if quick else 'full'} calibration at each rank count, again before each "
-             "round, each figure keeping its fastest; "
-             "made by `tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
+             f"{MODEL['layers']} blocks), global batch {GLOBAL_BATCH}; the planner's top plans and a spread of the "
+             f"others over their predicted times; {rounds} rounds over the plans, each after a fresh "
+             f"{'quick' if quick else 'full'} calibration, {steps} steps a run (the first two left out); a run is "
+             f"measured as the median of its steps at its calibration's pace (train_gpt's fixed work around each "
+             f"step within {QUIET}x of the pace the calibration's figures were measured at; each run waits up to "
+             f"{WAIT_SECONDS} s for it), and if at least {LEAST_QUIET} are; a plan's error is the median over its "
+             f"measured rounds of the round's predicted over measured, its predicted and measured times the "
+             f"medians; a plan measured in fewer than half the rounds runs in up to {rounds} rounds more; made by "
+             "`tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
              "| ranks | plans run | plans timed | step-time error (MAPE) | Spearman | first choice / fastest measured "
              "| memory equal |", "|---|---|---|---|---|---|---|"]
     for ranks, rows in results.items():
@@ -230,17 +245,17 @@ def markdown(results, quick, steps, rounds):
                      f"{s['memory_equal']} of {s['runs']} |")
     for ranks, rows in results.items():
         lines += ["", f"{ranks} ranks, fastest predicted first:", "",
-                  "| plan | predicted ms | measured ms | error | steps at pace | parameters MiB | gradients MiB | optimizer MiB "
-                  "| activations MiB |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| plan | predicted ms | measured ms | error | rounds at pace | parameters MiB | gradients MiB "
+                  "| optimizer MiB | activations MiB |", "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             timed = r["measured"] is not None
             memory = " | ".join(mib(r["memory"][c][1]) + ("" if r["memory"][c][0] == r["memory"][c][1]
                                                           else f" (predicted {mib(r['memory'][c][0])})")
                                 for c in STATE)
             measured = f"{1e3 * r['measured']:.1f}" if timed else "unmeasured"
-            error = f"{100 * (r['predicted'] - r['measured']) / r['measured']:+.0f}%" if timed else ""
+            error = f"{100 * r['error']:+.0f}%" if timed else ""
             lines.append(f"| {r['plan']} | {1e3 * r['predicted']:.1f} | {measured} | {error} | "
-                         f"{r['at_pace'][0]} of {r['at_pace'][1]} | {memory} |")
+                         f"{r['rounds'][0]} of {r['rounds'][1]} | {memory} |")
     return "\n".join(lines) + "\n"
 
 
