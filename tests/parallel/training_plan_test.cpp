@@ -308,6 +308,19 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   time_model const shared(model, one_core);
   CHECK(shared.predict(dp2).compute == Catch::Approx(2 * free_links.predict(dp2).compute));
   CHECK(shared.predict(dp2).optimizer == Catch::Approx(2 * free_links.predict(dp2).optimizer));
+  // A pipeline's stages on one core: a stage waiting for the other yields it. With one micro-batch only one
+  // stage computes at a time, and its forward and backward take what they take with a core each (the update,
+  // both stages' at once, twice as long); with many, both compute at once in the steady state, and the step
+  // takes at least the two stages' work on the one core.
+  training_plan const chain{.pp = 2, .micro_batch = 8};
+  step_time const chained = shared.predict(chain), apart = free_links.predict(chain);
+  CHECK(chained.compute + chained.bubble == Catch::Approx(apart.compute + apart.bubble));
+  CHECK(chained.optimizer == Catch::Approx(2 * apart.optimizer));
+  training_plan const filled{.pp = 2, .micro_batch = 1, .micro_batches = 8};
+  step_time const alone = free_links.predict(filled), sharing = shared.predict(filled);
+  CHECK(sharing.total() > alone.total());
+  CHECK(sharing.compute == Catch::Approx(2 * alone.compute).epsilon(0.2));  // the stages' work, nearly even
+  CHECK(sharing.compute + sharing.bubble >= alone.compute + alone.bubble);
   step_time const all_reduce = slow_links.predict(dp2);
   step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
   CHECK(all_reduce.data_parallel > 0);

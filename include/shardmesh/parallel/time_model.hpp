@@ -23,8 +23,14 @@
 //          parameter; the optimizer's elementwise pass over its state.
 //
 // Ranks that share a core (more ranks on a node than its cores, or
-// devices) compute that many times slower: products, kernels and the
-// update are scaled by hardware_model::compute_sharing.
+// devices) share its time, and a rank waiting for another stage yields it
+// (MPI ranks told to yield when idle): the actions run at a core's speed,
+// and the step takes the longer of the schedule so simulated and the
+// node's compute shared among its cores (hardware_model::compute_sharing
+// times the mean stage's), plus the busiest stage's collectives. A step
+// with every rank computing at once (no pipeline) pays the sharing in
+// full; a pipeline's stages that wait for each other pay little of it.
+// The update, every rank's at once, is scaled by the sharing.
 //
 // Parts timed apart are added only where they do not overlap (the
 // seed's rule): the reduction starts after the last backward of a
@@ -97,8 +103,9 @@ class time_model {
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
     gpt_config const& c = model_->config();
     mesh_shape const stage_mesh{{"dp", plan.dp}, {"tp", plan.tp}};
-    std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
-    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0});
+    std::size_t const samples = plan.micro_batch * plan.dp;            // a micro-batch over every replica
+    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0});  // at a core's speed
+    double shared_compute = 0, communication = 0;  // the mean stage's arithmetic over a step; the busiest's collectives
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
     double reduction = 0, update_gather = 0, update = 0;
@@ -110,14 +117,17 @@ class time_model {
         for (std::size_t st : chunk) {
           action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
           double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
-          cost[0] += sharing * a.forward + a.tp_forward + gather / 2;
-          cost[1] += sharing * a.input + a.tp_input + gather / 2;
-          cost[2] += sharing * a.weight;
+          cost[0] += a.forward + a.tp_forward + gather / 2;
+          cost[1] += a.input + a.tp_input + gather / 2;
+          cost[2] += a.weight;
+          shared_compute += sharing * static_cast<double>(plan.micro_batches) * (a.forward + a.input + a.weight) /
+                            static_cast<double>(plan.pp);
           tp_here += a.tp_forward + a.tp_input;
           gather_here += gather;
         }
       for (double& x : cost) x /= static_cast<double>(plan.virtual_stages);
       per_stage[s] = cost;
+      communication = std::max(communication, static_cast<double>(plan.micro_batches) * (tp_here + gather_here));
       // The stage's data-parallel work, on its rank 0 (its tp rank 0 holds the largest shards).
       std::size_t const rank = s * plan.tp;
       state_memory const m = model_->state(plan, rank, element_bytes, state_tensors);
@@ -150,8 +160,9 @@ class time_model {
         plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0};
     pipeline_simulation const sim = simulate_checked(cached_schedule(plan), costs);
     double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
-    t.compute = busiest;
-    t.bubble = sim.makespan - busiest;
+    double const shared = sharing > 1 ? shared_compute + communication : 0;  // the node's cores the bound
+    t.compute = std::max(busiest, shared);
+    t.bubble = std::max(sim.makespan, shared) - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
     t.tensor_parallel = tp_per_micro * m;
     t.parameter_gather = gather_per_micro * m;
