@@ -60,6 +60,7 @@ namespace shardmesh::parallel {
 // Seconds of one training step, by part.
 struct step_time {
   double compute = 0;           // the busiest stage's forward and backward work, collectives inside them included
+                                // (ranks sharing cores: at least the node's compute over its cores)
   double bubble = 0;            // the makespan beyond that: waiting on other stages and transfers
   double data_parallel = 0;     // the exposed gradient reduction, and ZeRO-1 and 2's parameter all-gather
   double optimizer = 0;         // the update
@@ -160,7 +161,7 @@ class time_model {
         plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0};
     pipeline_simulation const sim = simulate_checked(cached_schedule(plan), costs);
     double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
-    double const shared = sharing > 1 ? shared_compute + communication : 0;  // the node's cores the bound
+    double const shared = sharing > 1 ? shared_compute + communication : 0;  // the node's cores, where they are short
     t.compute = std::max(busiest, shared);
     t.bubble = std::max(sim.makespan, shared) - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
