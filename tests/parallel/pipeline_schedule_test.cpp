@@ -5,6 +5,7 @@
 // the action (compile_fail/ holds the same schedules as compile errors).
 #include <shardmesh/parallel/pipeline_simulation.hpp>
 
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -152,7 +153,7 @@ TEST_CASE("the check names the stage and action of a broken schedule", "[paralle
 
 TEST_CASE("simulation with measured costs", "[parallel][pipeline]") {
   // GPipe on uniform stages: makespan (m + p - 1)(f + b), whatever f and b.
-  action_costs costs{{{2.0, 3.0, 1.0}, {2.0, 3.0, 1.0}, {2.0, 3.0, 1.0}}, 0};
+  action_costs costs{{{2.0, 3.0, 1.0}, {2.0, 3.0, 1.0}, {2.0, 3.0, 1.0}}, 0, {}};
   pipeline_simulation const g = simulate(gpipe(3, 5), costs);
   CHECK(g.makespan == (5 + 3 - 1) * (2.0 + 4.0));
   // A transfer time delays every hop of the fill and the drain.
@@ -160,6 +161,55 @@ TEST_CASE("simulation with measured costs", "[parallel][pipeline]") {
   CHECK(simulate(gpipe(3, 5), costs).makespan == g.makespan + 2 * 2 * 0.5);
   // Zero bubble below 1F1B whenever m >= 2 and p >= 2, with any positive W.
   for (std::size_t m = 2; m <= 8; ++m)
-    CHECK(simulate(zero_bubble_h1(2, m), action_costs{{{1, 1, 1}, {1, 1, 1}}, 0}).idle_share() <
+    CHECK(simulate(zero_bubble_h1(2, m), action_costs{{{1, 1, 1}, {1, 1, 1}}, 0, {}}).idle_share() <
           simulate(one_f_one_b(2, m)).idle_share());
+}
+
+TEST_CASE("simulation of stages sharing cores", "[parallel][pipeline]") {
+  // Over every generator and a grid, with uneven costs: at a capacity of every stage the shared simulation is
+  // the plain one; at one stage's worth with instant transfers some stage always computes, so the makespan is
+  // the whole work; in between it is at least the work over the capacity and the plain makespan, at most the
+  // plain makespan slowed by stages over capacity.
+  for (schedule_kind k : kinds)
+    for (std::size_t p = 2; p <= 5; ++p)
+      for (std::size_t m = 1; m <= 8; ++m) {
+        std::size_t const v = k == schedule_kind::interleaved && m % p == 0 ? 2 : 1;
+        if (!schedule_error(k, p, m, v).empty()) continue;
+        pipeline_schedule const s = make_schedule(k, p, m, v);
+        action_costs costs;
+        double work = 0;
+        for (std::size_t stage = 0; stage < p; ++stage) {
+          costs.per_stage.push_back(
+              {1.0 + 0.25 * static_cast<double>(stage), 1.5, 0.5 + 0.1 * static_cast<double>(stage)});
+          work += static_cast<double>(m * v) *
+                  (costs.per_stage[stage][0] + costs.per_stage[stage][1] + costs.per_stage[stage][2]);
+        }
+        pipeline_simulation const plain = simulate(s, costs), all = simulate_shared(s, costs, static_cast<double>(p));
+        INFO(to_string(k) << " p=" << p << " m=" << m << " v=" << v);
+        REQUIRE(all.ok());
+        CHECK(all.makespan == Catch::Approx(plain.makespan));
+        for (std::size_t stage = 0; stage < p; ++stage) CHECK(all.busy[stage] == Catch::Approx(plain.busy[stage]));
+        CHECK(all.peak_held == plain.peak_held);
+        CHECK(simulate_shared(s, costs, 1).makespan == Catch::Approx(work));
+        for (double capacity : {1.5, 2.0}) {
+          double const makespan = simulate_shared(s, costs, capacity).makespan;
+          CHECK(makespan >= work / capacity * (1 - 1e-9));
+          CHECK(makespan >= plain.makespan * (1 - 1e-9));
+          CHECK(makespan <= plain.makespan * std::max(1.0, static_cast<double>(p) / capacity) * (1 + 1e-9));
+        }
+        costs.transfer = 0.3;  // a transfer delays, never speeds up
+        CHECK(simulate_shared(s, costs, 1).makespan >= work * (1 - 1e-9));
+        // A part that sharing does not slow: at full capacity the same makespan; at one stage's worth, the
+        // parts of different stages overlap, so the makespan lies between the shared work and the whole.
+        costs.transfer = 0;
+        double apart = 0;
+        for (std::size_t stage = 0; stage < p; ++stage) {
+          costs.unshared.push_back({0.5, 0.25 * static_cast<double>(stage % 2), 0});
+          apart += static_cast<double>(m * v) * (0.5 + 0.25 * static_cast<double>(stage % 2));
+        }
+        CHECK(simulate_shared(s, costs, static_cast<double>(p)).makespan == Catch::Approx(plain.makespan));
+        double const mixed = simulate_shared(s, costs, 1).makespan;
+        CHECK(mixed >= (work - apart) * (1 - 1e-9));
+        CHECK(mixed <= work * (1 + 1e-9));
+      }
 }

@@ -218,6 +218,14 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   h.cores = 8;
   h.ranks_per_node = 8;
   CHECK(h.compute_sharing(512) == 1);
+  // A pipeline stage's crowding where ranks share cores: the nearest measured width by ratio, 1 where none is.
+  CHECK(h.stage_crowding_factor(2) == 1);
+  h.crowding = {{1, 1.1}, {2, 1.4}, {8, 2}};
+  CHECK(h.stage_crowding_factor(1) == 1.1);
+  CHECK(h.stage_crowding_factor(3) == 1.4);  // 3 is nearer 2 than 8 by ratio
+  CHECK(h.stage_crowding_factor(5) == 2);
+  CHECK(h.stage_crowding_factor(64) == 2);  // beyond the widest measured
+  h.crowding.clear();
   // A cluster of nodes of 4 ranks: a group that cannot fit in a node is priced on the links between nodes.
   h.ranks_per_node = 4;
   h.collectives.push_back({collective_kind::all_reduce, 2, {1e-5, 1e-8}, true});
@@ -321,6 +329,19 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   CHECK(sharing.total() > alone.total());
   CHECK(sharing.compute == Catch::Approx(2 * alone.compute).epsilon(0.2));  // the stages' work, nearly even
   CHECK(sharing.compute + sharing.bubble >= alone.compute + alone.bubble);
+  // A crowded stage (its ranks on fewer cores than they could have) runs that many times slower: the chain's
+  // actions and the filled pipeline's share of the core alike; a step without a pipeline and ranks with a
+  // core each pay none of it.
+  hardware_model crowded_core = one_core;
+  crowded_core.crowding = {{1, 1.5}, {2, 3}};
+  time_model const crowded(model, crowded_core);
+  CHECK(crowded.predict(chain).compute + crowded.predict(chain).bubble ==
+        Catch::Approx(1.5 * (chained.compute + chained.bubble)));
+  CHECK(crowded.predict(filled).compute == Catch::Approx(1.5 * sharing.compute));
+  CHECK(crowded.predict(dp2).total() == Catch::Approx(shared.predict(dp2).total()));
+  hardware_model crowded_free = machine(0, 0);
+  crowded_free.crowding = crowded_core.crowding;
+  CHECK(time_model(model, crowded_free).predict(chain).total() == Catch::Approx(apart.total()));
   step_time const all_reduce = slow_links.predict(dp2);
   step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
   CHECK(all_reduce.data_parallel > 0);

@@ -97,6 +97,7 @@ struct kernel_figures {
 struct overhead_figures {
   std::vector<shardmesh::parallel::stage_overhead> stages;  // by stage_kind
   double redistribution = 0, sync = 0;
+  std::vector<shardmesh::parallel::stage_crowding> crowding;
 };
 
 // Physical memory divided among the ranks that share it.
@@ -190,7 +191,8 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     overhead.push_back(measure_paced(world, [&] {
       return overhead_figures{planner_tool::measure_stage_seconds(world, sizes, computes),
                               planner_tool::measure_redistribution_overhead(world, sizes),
-                              planner_tool::measure_sync_overhead(world, sizes)};
+                              planner_tool::measure_sync_overhead(world, sizes),
+                              planner_tool::measure_stage_crowding(world, sizes, h.cores)};
     }));
   }
   // The fastest pace seen, here or by the earlier calibration: the machine left alone.
@@ -207,14 +209,19 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   h.elementwise_bytes_per_second = elementwise;
   auto collectives =
       quiet_fastest(collective, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
-  auto const [stages, redistribution, sync] =
-      quiet_fastest(overhead, h.pace, [](overhead_figures& best, overhead_figures const& pass) {
+  double merged = 1;  // passes in the crowding's mean
+  auto const [stages, redistribution, sync, crowding] =
+      quiet_fastest(overhead, h.pace, [&merged](overhead_figures& best, overhead_figures const& pass) {
         for (std::size_t i = 0; i < best.stages.size(); ++i)
           best.stages[i] = planner_tool::faster(best.stages[i], pass.stages[i]);
         best.redistribution = std::min(best.redistribution, pass.redistribution);
         best.sync = std::min(best.sync, pass.sync);
+        for (std::size_t i = 0; i < best.crowding.size(); ++i)  // the mean: where ranks land is chance, not a spell
+          best.crowding[i].factor = (best.crowding[i].factor * merged + pass.crowding[i].factor) / (merged + 1);
+        ++merged;
       });
   h.redistribution_overhead = redistribution, h.sync_overhead = sync;
+  h.crowding = crowding;
   if (earlier) planner_tool::keep_faster(*earlier, h, kernels, collectives);
   for (auto const& k : kernels)
     h.kernels.push_back({k.kind, shardmesh::parallel::fit_link_cost(k.elements, k.seconds)});

@@ -43,9 +43,19 @@ namespace shardmesh::parallel {
 struct action_costs {
   std::vector<std::array<double, 3>> per_stage;
   double transfer = 0;  // from a send to its receive
+  // Of per_stage, the part that stages sharing cores do not slow (their
+  // collectives' waits), likewise by stage; empty: none.
+  std::vector<std::array<double, 3>> unshared;
 
   [[nodiscard]] constexpr double of(std::size_t stage, pipeline_op op) const {
-    std::array<double, 3> const c = per_stage.empty() ? std::array<double, 3>{1, 1, 1} : per_stage[stage];
+    return pick(per_stage.empty() ? std::array<double, 3>{1, 1, 1} : per_stage[stage], op);
+  }
+  [[nodiscard]] constexpr double unshared_of(std::size_t stage, pipeline_op op) const {
+    return unshared.empty() ? 0 : pick(unshared[stage], op);
+  }
+
+ private:
+  [[nodiscard]] static constexpr double pick(std::array<double, 3> const& c, pipeline_op op) {
     switch (op) {
       case pipeline_op::forward: return c[0];
       case pipeline_op::backward: return c[1] + c[2];
@@ -290,6 +300,92 @@ class schedule_walk {
     return r;
   }
   r.makespan = *std::max_element(clock.begin(), clock.end());
+  return r;
+}
+
+// The event simulation of a valid schedule whose stages share `capacity`
+// stages' worth of compute (ranks sharing cores: a node's cores over a
+// stage's ranks on it): while n stages compute at once, each runs at
+// min(1, capacity / n) of its speed, so an action's cost is its work and
+// its span stretches while others compute; its unshared part (costs.
+// unshared) follows at its own time, the stage not computing. At a
+// capacity of the stages or more it is simulate_checked; at 1 with
+// instant transfers and nothing unshared the makespan is the total work
+// (some stage always computes). Busy times are spans.
+[[nodiscard]] constexpr pipeline_simulation simulate_shared(pipeline_schedule const& s, action_costs const& costs,
+                                                            double capacity) {
+  pipeline_simulation r;
+  detail::schedule_walk const walk(s);
+  std::size_t const p = s.stages;
+  r.busy.assign(p, 0);
+  r.peak_held.assign(p, 0);
+  r.compute.assign(p, {});
+  constexpr double unsent = -1, idle = -1;
+  // Per stage in a compute action: its work left, then the time its
+  // unshared part ends (its length while work is left).
+  std::vector<double> arrival(walk.messages(), unsent), left(p, idle), apart(p, idle), began(p, 0);
+  std::vector<std::size_t> next(p, 0), held(p, 0);
+  double now = 0;
+  for (;;) {
+    // Each stage on to its next compute action, or to a receive not yet
+    // arrived, until none moves (a send may let an earlier stage on).
+    double wake = -1;  // the earliest time a waiting stage goes on
+    std::size_t computing = 0;
+    auto const wake_at = [&](double t) { wake = wake < 0 || t < wake ? t : wake; };
+    for (bool moved = true; moved;) {
+      moved = false, wake = -1, computing = 0;
+      for (std::size_t stage = 0; stage < p; ++stage) {
+        auto const& list = s.actions[stage];
+        for (; next[stage] < list.size() && left[stage] == idle; ++next[stage], moved = true) {
+          pipeline_action const& a = list[next[stage]];
+          if (is_compute(a.op)) {
+            double const unshared = costs.unshared_of(stage, a.op);
+            left[stage] = std::max(costs.of(stage, a.op) - unshared, 0.0), began[stage] = now;
+            apart[stage] = left[stage] > 0 ? unshared : now + unshared;  // from when the work is done
+            break;
+          }
+          double& t = arrival[walk.message(stage, a)];
+          if (a.op == pipeline_op::send_activation || a.op == pipeline_op::send_gradient) {
+            t = now + costs.transfer;
+          } else if (t == unsent || t > now) {
+            if (t != unsent) wake_at(t);
+            break;
+          }
+        }
+        if (left[stage] > 0) ++computing;
+        if (left[stage] == 0) wake_at(apart[stage]);  // its unshared part, begun
+      }
+    }
+    if (computing == 0 && wake < 0) break;  // done, or waiting forever
+    double const rate = computing == 0 ? 0 : std::min(1.0, capacity / static_cast<double>(computing));
+    double step = wake < 0 ? -1 : wake - now;
+    for (std::size_t stage = 0; stage < p; ++stage)
+      if (left[stage] > 0 && (step < 0 || left[stage] / rate < step)) step = left[stage] / rate;
+    now += step;
+    for (std::size_t stage = 0; stage < p; ++stage) {
+      if (left[stage] == idle) continue;
+      pipeline_action const& a = s.actions[stage][next[stage]];
+      if (left[stage] > 0) {
+        left[stage] -= rate * step;
+        if (left[stage] > 1e-12 * (1 + costs.of(stage, a.op))) continue;
+        left[stage] = 0, apart[stage] += now;  // the work done: the unshared part from now
+      }
+      if (apart[stage] > now * (1 + 1e-12)) continue;
+      r.compute[stage].push_back({a, began[stage], now});
+      r.busy[stage] += now - began[stage];
+      if (a.op == pipeline_op::forward) r.peak_held[stage] = std::max(r.peak_held[stage], ++held[stage]);
+      if (a.op == pipeline_op::backward || a.op == pipeline_op::backward_weight) --held[stage];
+      left[stage] = idle;
+      ++next[stage];
+    }
+  }
+  for (std::size_t stage = 0; stage < p; ++stage)
+    if (next[stage] < s.actions[stage].size()) {
+      fixed_text e;
+      r.error = walk.at(stage, next[stage], s.actions[stage][next[stage]], e.append("waits forever (deadlock)").view());
+      return r;
+    }
+  r.makespan = now;
   return r;
 }
 

@@ -24,13 +24,17 @@
 //
 // Ranks that share a core (more ranks on a node than its cores, or
 // devices) share its time, and a rank waiting for another stage yields it
-// (MPI ranks told to yield when idle): the actions run at a core's speed,
-// and the step takes the longer of the schedule so simulated and the
-// node's compute shared among its cores (hardware_model::compute_sharing
-// times the mean stage's), plus the busiest stage's collectives. A step
-// with every rank computing at once (no pipeline) pays the sharing in
-// full; a pipeline's stages that wait for each other pay little of it.
-// The update, every rank's at once, is scaled by the sharing.
+// (MPI ranks told to yield when idle): a pipeline's actions cost their
+// work at a core's speed times the stage's crowding (hardware_model::
+// crowding: its ranks on fewer cores than they could have), and the
+// schedule is simulated with the stages sharing the node's cores
+// (simulate_shared: while more stages compute than the cores hold, each
+// slows); the step takes at least the node's compute shared among its
+// cores (hardware_model::compute_sharing times the mean stage's, with the
+// same crowding) plus the busiest stage's collectives. A step with every
+// rank computing at once (no pipeline) pays the sharing in full; a
+// pipeline's stages that wait for each other pay little of it. The
+// update, every rank's at once, is scaled by the sharing.
 //
 // Parts timed apart are added only where they do not overlap (the
 // seed's rule): the reduction starts after the last backward of a
@@ -104,30 +108,33 @@ class time_model {
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
     gpt_config const& c = model_->config();
     mesh_shape const stage_mesh{{"dp", plan.dp}, {"tp", plan.tp}};
-    std::size_t const samples = plan.micro_batch * plan.dp;            // a micro-batch over every replica
-    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0});  // at a core's speed
+    std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
+    // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
+    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
     double shared_compute = 0, communication = 0;  // the mean stage's arithmetic over a step; the busiest's collectives
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
     double reduction = 0, update_gather = 0, update = 0;
     double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
+    double const crowding = sharing > 1 && plan.pp > 1 ? hardware_.stage_crowding_factor(plan.dp * plan.tp) : 1;
     for (std::size_t s = 0; s < plan.pp; ++s) {
-      std::array<double, 3> cost{0, 0, 0};  // summed over the chunks, then averaged
+      std::array<double, 3> work{0, 0, 0}, apart{0, 0, 0};  // arithmetic, collectives: over the chunks
       double tp_here = 0, gather_here = 0;
       for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
         for (std::size_t st : chunk) {
           action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
           double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
-          cost[0] += a.forward + a.tp_forward + gather / 2;
-          cost[1] += a.input + a.tp_input + gather / 2;
-          cost[2] += a.weight;
+          work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
+          apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
           shared_compute += sharing * static_cast<double>(plan.micro_batches) * (a.forward + a.input + a.weight) /
                             static_cast<double>(plan.pp);
           tp_here += a.tp_forward + a.tp_input;
           gather_here += gather;
         }
-      for (double& x : cost) x /= static_cast<double>(plan.virtual_stages);
-      per_stage[s] = cost;
+      for (std::size_t k = 0; k < 3; ++k) {  // a chunk's
+        collectives[s][k] = apart[k] / static_cast<double>(plan.virtual_stages);
+        per_stage[s][k] = crowding * work[k] / static_cast<double>(plan.virtual_stages) + collectives[s][k];
+      }
       communication = std::max(communication, static_cast<double>(plan.micro_batches) * (tp_here + gather_here));
       // The stage's data-parallel work, on its rank 0 (its tp rank 0 holds the largest shards).
       std::size_t const rank = s * plan.tp;
@@ -156,12 +163,16 @@ class time_model {
     }
     double const activation_bytes = static_cast<double>(samples / plan.dp * c.sequence * c.hidden * element_bytes) /
                                     (c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
-    action_costs costs{
+    action_costs const costs{
         per_stage,
-        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0};
-    pipeline_simulation const sim = simulate_checked(cached_schedule(plan), costs);
+        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
+        collectives};
+    // Ranks sharing cores: the stages share the node's, pp / sharing stages' worth (a pipeline's only).
+    pipeline_simulation const sim = sharing > 1 && plan.pp > 1 ? simulate_shared(cached_schedule(plan), costs,
+                                                                                 static_cast<double>(plan.pp) / sharing)
+                                                               : simulate_checked(cached_schedule(plan), costs);
     double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
-    double const shared = sharing > 1 ? shared_compute + communication : 0;  // the node's cores, where they are short
+    double const shared = sharing > 1 ? crowding * shared_compute + communication : 0;  // the node's cores, where short
     t.compute = std::max(busiest, shared);
     t.bubble = std::max(sim.makespan, shared) - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
