@@ -24,6 +24,10 @@
 //
 //   static_assert(check_schedule<[] { return one_f_one_b(4, 8); }>());
 //
+// simulate_shared(schedule, costs, capacity) runs a valid schedule with
+// its stages sharing `capacity` stages' worth of cores (ranks sharing
+// cores): the training planner's time model, where cores are short.
+//
 // Pure constexpr; no Kokkos or MPI.
 
 #include "shardmesh/algebra/static_string.hpp"
@@ -236,6 +240,15 @@ class schedule_walk {
   pipeline_schedule const& s_;
 };
 
+// A simulation's result before its first event: p stages, nothing done.
+[[nodiscard]] constexpr pipeline_simulation started(std::size_t p) {
+  pipeline_simulation r;
+  r.busy.assign(p, 0);
+  r.peak_held.assign(p, 0);
+  r.compute.assign(p, {});
+  return r;
+}
+
 }  // namespace detail
 
 // The event simulation alone, of a schedule that simulate() found valid:
@@ -243,12 +256,9 @@ class schedule_walk {
 // whose check need not run again. Deadlocks and the held bound are still caught.
 [[nodiscard]] constexpr pipeline_simulation simulate_checked(pipeline_schedule const& s,
                                                              action_costs const& costs = {}) {
-  pipeline_simulation r;
+  pipeline_simulation r = detail::started(s.stages);
   detail::schedule_walk const walk(s);
   std::size_t const p = s.stages;
-  r.busy.assign(p, 0);
-  r.peak_held.assign(p, 0);
-  r.compute.assign(p, {});
   constexpr double unsent = -1;
   std::vector<double> arrival(walk.messages(), unsent), clock(p, 0);
   std::vector<std::size_t> next(p, 0), held(p, 0);
@@ -314,12 +324,9 @@ class schedule_walk {
 // (some stage always computes). Busy times are spans.
 [[nodiscard]] constexpr pipeline_simulation simulate_shared(pipeline_schedule const& s, action_costs const& costs,
                                                             double capacity) {
-  pipeline_simulation r;
+  pipeline_simulation r = detail::started(s.stages);
   detail::schedule_walk const walk(s);
   std::size_t const p = s.stages;
-  r.busy.assign(p, 0);
-  r.peak_held.assign(p, 0);
-  r.compute.assign(p, {});
   constexpr double unsent = -1, idle = -1;
   // Per stage in a compute action: its work left, then the time its
   // unshared part ends (its length while work is left).
