@@ -10,6 +10,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -166,10 +167,16 @@ TEST_CASE("simulation with measured costs", "[parallel][pipeline]") {
 }
 
 TEST_CASE("simulation of stages sharing cores", "[parallel][pipeline]") {
-  // Over every generator and a grid, with uneven costs: at a capacity of every stage the shared simulation is
-  // the plain one; at one stage's worth with instant transfers some stage always computes, so the makespan is
-  // the whole work; in between it is at least the work over the capacity and the plain makespan, at most the
-  // plain makespan slowed by stages over capacity.
+  // Over every generator and a grid, with uneven costs: with a core to each stage the shared simulation is
+  // the plain one; with every stage on one core and instant transfers some stage always computes, so the
+  // makespan is the whole work (twice it with two ranks a stage on that core); with the stages dealt over two
+  // cores it is at least each core's work and the plain makespan, at most the plain makespan slowed by the
+  // stages on a core.
+  auto const placed = [](std::size_t p, std::size_t cores, std::size_t ranks) {
+    std::vector<std::vector<std::size_t>> on(p);
+    for (std::size_t stage = 0; stage < p; ++stage) on[stage].assign(ranks, stage % cores);
+    return on;
+  };
   for (schedule_kind k : kinds)
     for (std::size_t p = 2; p <= 5; ++p)
       for (std::size_t m = 1; m <= 8; ++m) {
@@ -178,38 +185,46 @@ TEST_CASE("simulation of stages sharing cores", "[parallel][pipeline]") {
         pipeline_schedule const s = make_schedule(k, p, m, v);
         action_costs costs;
         double work = 0;
+        std::array<double, 2> on_core{0, 0};  // dealt over two cores
         for (std::size_t stage = 0; stage < p; ++stage) {
           costs.per_stage.push_back(
               {1.0 + 0.25 * static_cast<double>(stage), 1.5, 0.5 + 0.1 * static_cast<double>(stage)});
-          work += static_cast<double>(m * v) *
-                  (costs.per_stage[stage][0] + costs.per_stage[stage][1] + costs.per_stage[stage][2]);
+          double const stage_work = static_cast<double>(m * v) *
+                                    (costs.per_stage[stage][0] + costs.per_stage[stage][1] + costs.per_stage[stage][2]);
+          work += stage_work;
+          on_core[stage % 2] += stage_work;
         }
-        pipeline_simulation const plain = simulate(s, costs), all = simulate_shared(s, costs, static_cast<double>(p));
+        pipeline_simulation const plain = simulate(s, costs), own = simulate_shared(s, costs, placed(p, p, 1));
         INFO(to_string(k) << " p=" << p << " m=" << m << " v=" << v);
-        REQUIRE(all.ok());
-        CHECK(all.makespan == Catch::Approx(plain.makespan));
-        for (std::size_t stage = 0; stage < p; ++stage) CHECK(all.busy[stage] == Catch::Approx(plain.busy[stage]));
-        CHECK(all.peak_held == plain.peak_held);
-        CHECK(simulate_shared(s, costs, 1).makespan == Catch::Approx(work));
-        for (double capacity : {1.5, 2.0}) {
-          double const makespan = simulate_shared(s, costs, capacity).makespan;
-          CHECK(makespan >= work / capacity * (1 - 1e-9));
-          CHECK(makespan >= plain.makespan * (1 - 1e-9));
-          CHECK(makespan <= plain.makespan * std::max(1.0, static_cast<double>(p) / capacity) * (1 + 1e-9));
-        }
+        REQUIRE(own.ok());
+        CHECK(own.makespan == Catch::Approx(plain.makespan));
+        for (std::size_t stage = 0; stage < p; ++stage) CHECK(own.busy[stage] == Catch::Approx(plain.busy[stage]));
+        CHECK(own.peak_held == plain.peak_held);
+        CHECK(simulate_shared(s, costs, placed(p, 1, 1)).makespan == Catch::Approx(work));
+        CHECK(simulate_shared(s, costs, placed(p, 1, 2)).makespan == Catch::Approx(2 * work));
+        double const dealt = simulate_shared(s, costs, placed(p, 2, 1)).makespan;
+        CHECK(dealt >= std::max(on_core[0], on_core[1]) * (1 - 1e-9));
+        CHECK(dealt >= plain.makespan * (1 - 1e-9));
+        CHECK(dealt <= plain.makespan * static_cast<double>((p + 1) / 2) * (1 + 1e-9));
+        // A stage's two ranks on two cores, every stage the same two: as if one rank a stage on one core.
+        CHECK(simulate_shared(s, costs, std::vector<std::vector<std::size_t>>(p, {0, 1})).makespan ==
+              Catch::Approx(work));
         costs.transfer = 0.3;  // a transfer delays, never speeds up
-        CHECK(simulate_shared(s, costs, 1).makespan >= work * (1 - 1e-9));
-        // A part that sharing does not slow: at full capacity the same makespan; at one stage's worth, the
-        // parts of different stages overlap, so the makespan lies between the shared work and the whole.
+        CHECK(simulate_shared(s, costs, placed(p, 1, 1)).makespan >= work * (1 - 1e-9));
+        // A part that sharing does not slow: with a core each the same makespan; on one core, the parts of
+        // different stages overlap, so the makespan lies between the shared work and the whole.
         costs.transfer = 0;
         double apart = 0;
         for (std::size_t stage = 0; stage < p; ++stage) {
           costs.unshared.push_back({0.5, 0.25 * static_cast<double>(stage % 2), 0});
           apart += static_cast<double>(m * v) * (0.5 + 0.25 * static_cast<double>(stage % 2));
         }
-        CHECK(simulate_shared(s, costs, static_cast<double>(p)).makespan == Catch::Approx(plain.makespan));
-        double const mixed = simulate_shared(s, costs, 1).makespan;
+        CHECK(simulate_shared(s, costs, placed(p, p, 1)).makespan == Catch::Approx(plain.makespan));
+        double const mixed = simulate_shared(s, costs, placed(p, 1, 1)).makespan;
         CHECK(mixed >= (work - apart) * (1 - 1e-9));
         CHECK(mixed <= work * (1 + 1e-9));
       }
+  // The cores of every stage, or an error.
+  CHECK(simulate_shared(gpipe(3, 2), {}, placed(2, 1, 1)).error.view() ==
+        "simulate_shared: the cores of 2 stages for 3");
 }

@@ -15,6 +15,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -218,14 +219,17 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   h.cores = 8;
   h.ranks_per_node = 8;
   CHECK(h.compute_sharing(512) == 1);
-  // A pipeline stage's crowding where ranks share cores: the nearest measured width by ratio, 1 where none is.
-  CHECK(h.stage_crowding_factor(2) == 1);
-  h.crowding = {{1, 1.1}, {2, 1.4}, {8, 2}};
-  CHECK(h.stage_crowding_factor(1) == 1.1);
-  CHECK(h.stage_crowding_factor(3) == 1.4);  // 3 is nearer 2 than 8 by ratio
-  CHECK(h.stage_crowding_factor(5) == 2);
-  CHECK(h.stage_crowding_factor(64) == 2);  // beyond the widest measured
-  h.crowding.clear();
+  // Where each rank runs: one to a device across nodes of 8; on a node of 2 cores, 8 ranks in blocks of 4
+  // (Open MPI's --map-by core), 3 ranks as 2 and 1, 2 ranks a core each.
+  CHECK(h.core_of(0, 512) == 0);
+  CHECK(h.core_of(13, 512) == 13);
+  h.ranks_per_node = 0;
+  h.cores = 2;
+  for (std::size_t r = 0; r < 8; ++r) CHECK(h.core_of(r, 8) == r / 4);
+  CHECK((std::array{h.core_of(0, 3), h.core_of(1, 3), h.core_of(2, 3)} == std::array<std::size_t, 3>{0, 0, 1}));
+  CHECK((std::array{h.core_of(0, 2), h.core_of(1, 2)} == std::array<std::size_t, 2>{0, 1}));
+  h.cores = 2, h.ranks_per_node = 4;  // nodes of 2 cores and 4 ranks: cores numbered node by node
+  CHECK((std::array{h.core_of(4, 8), h.core_of(5, 8), h.core_of(6, 8)} == std::array<std::size_t, 3>{2, 2, 3}));
   // A cluster of nodes of 4 ranks: a group that cannot fit in a node is priced on the links between nodes.
   h.ranks_per_node = 4;
   h.collectives.push_back({collective_kind::all_reduce, 2, {1e-5, 1e-8}, true});
@@ -329,19 +333,26 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   CHECK(sharing.total() > alone.total());
   CHECK(sharing.compute == Catch::Approx(2 * alone.compute).epsilon(0.2));  // the stages' work, nearly even
   CHECK(sharing.compute + sharing.bubble >= alone.compute + alone.bubble);
-  // A crowded stage (its ranks on fewer cores than they could have) runs that many times slower: the chain's
-  // actions and the filled pipeline's share of the core alike; a step without a pipeline and ranks with a
-  // core each pay none of it.
-  hardware_model crowded_core = one_core;
-  crowded_core.crowding = {{1, 1.5}, {2, 3}};
-  time_model const crowded(model, crowded_core);
-  CHECK(crowded.predict(chain).compute + crowded.predict(chain).bubble ==
-        Catch::Approx(1.5 * (chained.compute + chained.bubble)));
-  CHECK(crowded.predict(filled).compute == Catch::Approx(1.5 * sharing.compute));
-  CHECK(crowded.predict(dp2).total() == Catch::Approx(shared.predict(dp2).total()));
-  hardware_model crowded_free = machine(0, 0);
-  crowded_free.crowding = crowded_core.crowding;
-  CHECK(time_model(model, crowded_free).predict(chain).total() == Catch::Approx(apart.total()));
+  // Where a stage's ranks share a core, the stage runs that much slower even alone: 4 ranks on 2 cores
+  // bound in blocks put dp = 2 x pp = 2's stages a rank on each core (ranks 0, 2 and 1, 3), and tp = 2 x pp =
+  // 2's a stage on each core (ranks 0, 1 and 2, 3). With one micro-batch one stage computes at a time: the
+  // first as fast as with a core to each rank, the second twice as slow; with many, both run side by side
+  // on their own cores, and the first's stages share both cores.
+  hardware_model two_cores = machine(0, 0);
+  two_cores.cores = 2;
+  time_model const bound(model, two_cores), own(model, machine(0, 0));
+  for (std::size_t m : {1, 8}) {
+    training_plan const spread{.dp = 2, .pp = 2, .micro_batch = 8 / m, .micro_batches = m};
+    training_plan const stacked{.tp = 2, .pp = 2, .micro_batch = 16 / m, .micro_batches = m};
+    double const spread_alone = own.predict(spread).compute + own.predict(spread).bubble;
+    double const stacked_alone = own.predict(stacked).compute + own.predict(stacked).bubble;
+    double const spread_bound = bound.predict(spread).compute + bound.predict(spread).bubble;
+    double const stacked_bound = bound.predict(stacked).compute + bound.predict(stacked).bubble;
+    INFO("m=" << m);
+    CHECK(stacked_bound == Catch::Approx(2 * stacked_alone));
+    if (m == 1) CHECK(spread_bound == Catch::Approx(spread_alone));
+    if (m == 8) CHECK(spread_bound > 1.5 * spread_alone);  // the stages nearly always compute at once
+  }
   step_time const all_reduce = slow_links.predict(dp2);
   step_time const scatter = slow_links.predict({.dp = 2, .zero = zero_stage::gradients, .micro_batch = 4});
   CHECK(all_reduce.data_parallel > 0);

@@ -34,6 +34,7 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,13 +98,35 @@ struct kernel_figures {
 struct overhead_figures {
   std::vector<shardmesh::parallel::stage_overhead> stages;  // by stage_kind
   double redistribution = 0, sync = 0;
-  std::vector<shardmesh::parallel::stage_crowding> crowding;
 };
 
 // Physical memory divided among the ranks that share it.
 std::size_t memory_per_rank(std::size_t ranks_here) {
   long const pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / ranks_here : 0;
+}
+
+// Whether every rank on this node is bound to one core, the ranks that
+// share one being those hardware_model::core_of puts together.
+bool bound_as_planned(shardmesh::communicator const& world, shardmesh::parallel::hardware_model const& h,
+                      std::size_t local_rank, std::size_t on_node) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  int cpu = -1;  // the one CPU this rank may run on; -1: several
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) == 1)
+    for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c)
+      if (CPU_ISSET(c, &mask)) cpu = c;
+  std::vector<int> cpus(static_cast<std::size_t>(world.size()));
+  MPI_Allgather(&cpu, 1, MPI_INT, cpus.data(), 1, MPI_INT, world.get());
+  std::size_t const first = static_cast<std::size_t>(world.rank()) - local_rank;  // ranks numbered node by node
+  bool planned = true;
+  for (std::size_t i = 0; i < on_node; ++i)
+    for (std::size_t j = 0; j < on_node; ++j)
+      planned = planned && cpus[first + i] >= 0 &&
+                (cpus[first + i] == cpus[first + j]) == (h.core_of(i, on_node) == h.core_of(j, on_node));
+  int all = planned ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world.get());
+  return all == 1;
 }
 
 int run(int argc, char** argv, shardmesh::communicator const& world) {
@@ -167,7 +190,12 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   h.cores = std::max(1U, std::thread::hardware_concurrency());
   h.ranks_per_node = ranks_here < world.size() ? static_cast<std::size_t>(ranks_here) : 0;  // 0: one node
   // One rank per core computes (the others wait): the figures are a core's.
-  bool const computes = static_cast<std::size_t>(local_rank) < h.cores;
+  auto const here = static_cast<std::size_t>(local_rank), on_node = static_cast<std::size_t>(ranks_here);
+  bool const computes = here == 0 || h.core_of(here, on_node) != h.core_of(here - 1, on_node);
+  if (on_node > h.cores && !bound_as_planned(world, h, here, on_node) && speaks)
+    std::cerr << "shardmesh-calibrate: warning: " << on_node << " ranks share " << h.cores
+              << " cores without being bound to them in blocks of consecutive ranks, as the planner assumes: "
+                 "launch with tools/mpirun --bind (Open MPI: --map-by core --bind-to core)\n";
   h.memory_per_rank = memory_per_rank(static_cast<std::size_t>(ranks_here));
   std::size_t const passes = quick ? 2 : 3;
   // Each part of each pass between two paces; each figure kept from the quiet passes.
@@ -191,8 +219,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     overhead.push_back(measure_paced(world, [&] {
       return overhead_figures{planner_tool::measure_stage_seconds(world, sizes, computes),
                               planner_tool::measure_redistribution_overhead(world, sizes),
-                              planner_tool::measure_sync_overhead(world, sizes),
-                              planner_tool::measure_stage_crowding(world, sizes, h.cores)};
+                              planner_tool::measure_sync_overhead(world, sizes)};
     }));
   }
   // The fastest pace seen, here or by the earlier calibration: the machine left alone.
@@ -209,19 +236,14 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   h.elementwise_bytes_per_second = elementwise;
   auto collectives =
       quiet_fastest(collective, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
-  double merged = 1;  // passes in the crowding's mean
-  auto const [stages, redistribution, sync, crowding] =
-      quiet_fastest(overhead, h.pace, [&merged](overhead_figures& best, overhead_figures const& pass) {
+  auto const [stages, redistribution, sync] =
+      quiet_fastest(overhead, h.pace, [](overhead_figures& best, overhead_figures const& pass) {
         for (std::size_t i = 0; i < best.stages.size(); ++i)
           best.stages[i] = planner_tool::faster(best.stages[i], pass.stages[i]);
         best.redistribution = std::min(best.redistribution, pass.redistribution);
         best.sync = std::min(best.sync, pass.sync);
-        for (std::size_t i = 0; i < best.crowding.size(); ++i)  // the mean: where ranks land is chance, not a spell
-          best.crowding[i].factor = (best.crowding[i].factor * merged + pass.crowding[i].factor) / (merged + 1);
-        ++merged;
       });
   h.redistribution_overhead = redistribution, h.sync_overhead = sync;
-  h.crowding = crowding;
   if (earlier) planner_tool::keep_faster(*earlier, h, kernels, collectives);
   for (auto const& k : kernels)
     h.kernels.push_back({k.kind, shardmesh::parallel::fit_link_cost(k.elements, k.seconds)});

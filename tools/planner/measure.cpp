@@ -24,8 +24,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -91,7 +89,6 @@ calibration_sizes sizes_for(bool quick) {
     s.message_bytes.push_back(b);
   s.elementwise_bytes = std::size_t{16} << 20;
   s.operand_bytes = std::size_t{64} << 20;
-  s.stage_message_bytes = std::size_t{256} << 10;
   s.kernel_elements = quick ? std::vector<std::size_t>{std::size_t{1} << 12, std::size_t{1} << 18}
                             : std::vector<std::size_t>{std::size_t{1} << 10, std::size_t{1} << 14, std::size_t{1} << 18,
                                                        std::size_t{1} << 21};
@@ -329,58 +326,6 @@ double measure_sync_overhead(communicator const& world, calibration_sizes const&
     for (std::size_t r = 0; r < rounds; ++r) reduce();
   });
   return std::max(0.0, (both - computing - reducing) / static_cast<double>(rounds));
-}
-
-std::vector<parallel::stage_crowding> measure_stage_crowding(communicator const& world, calibration_sizes const& s,
-                                                             std::size_t cores) {
-  auto const ranks = static_cast<std::size_t>(world.size()), me = static_cast<std::size_t>(world.rank());
-  constexpr std::size_t n = 128, products = 24;  // about 3 ms of products a forward here, twice that a backward
-  view const a = filled("a", n * n), b = filled("b", n * n), c = filled("c", n * n);
-  view const message = filled("message", s.stage_message_bytes / sizeof(float));
-  ops::gemm_shape const g{.m = n, .n = n, .k = n};
-  ops::gemm_strides const rows{.row = static_cast<std::ptrdiff_t>(n), .col = 1};
-  auto const compute = [&](std::size_t times) {
-    for (std::size_t i = 0; i < times * products; ++i)
-      ops::local_gemm(exec{}, g, 1.0F, a.data(), rows, b.data(), rows, 0.0F, c.data(), rows);
-  };
-  // Which ranks share a core is the operating system's choice, fixed for
-  // a run: the relay is timed over several numberings of the ranks, the
-  // mean standing for a run's expected share of crowded stages.
-  constexpr std::size_t numberings = 4;
-  std::vector<std::size_t> order(ranks);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937 shuffle(7);  // the same numberings on every rank
-  std::vector<parallel::stage_crowding> out;
-  for (std::size_t width = 1; width <= cores && 2 * width <= ranks; width *= 2) {
-    double const alone = slowest_median(world, s.repetitions, [&] {  // as the GEMM rates are measured
-      if (me < width) compute(3);
-    });
-    double factor = 0;
-    for (std::size_t k = 0; k < numberings; ++k) {
-      // Position p as the trainer numbers a pipeline's ranks: a stage's
-      // ranks `stages` apart (dp outermost), its neighbours next to it.
-      // Ranks beyond whole replicas wait.
-      std::size_t const stages = ranks / width, p = order[me], stage = p % stages;
-      auto const at = [&](std::size_t position) {
-        return static_cast<int>(std::ranges::find(order, position) - order.begin());
-      };
-      double const relay = slowest_median(world, s.repetitions, [&] {
-        if (p >= stages * width) return;
-        if (stage > 0) irecv(world, message, at(p - 1), 11, exec{}).wait();
-        compute(1);
-        if (stage + 1 < stages) {
-          isend(world, message, at(p + 1), 11, exec{}).wait();
-          irecv(world, message, at(p + 1), 12, exec{}).wait();
-        }
-        compute(2);
-        if (stage > 0) isend(world, message, at(p - 1), 12, exec{}).wait();
-      });
-      factor += relay / (static_cast<double>(stages) * alone) / static_cast<double>(numberings);
-      std::ranges::shuffle(order, shuffle);
-    }
-    out.push_back({width, std::max(1.0, factor)});
-  }
-  return out;
 }
 
 void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_model& h,

@@ -21,7 +21,6 @@ struct calibration_sizes {
   std::vector<std::size_t> message_bytes;                   // per collective and group size
   std::size_t elementwise_bytes = 0;                        // per array of the elementwise kernel
   std::size_t operand_bytes = 0;                            // the products' copies of their operands, together
-  std::size_t stage_message_bytes = 0;                      // between pipeline stages: the small GPT's activation
   std::vector<std::size_t> kernel_elements;                 // per kernel, fitted as alpha + beta x elements
   std::size_t repetitions = 0;                              // timed runs per figure (median)
 };
@@ -97,17 +96,6 @@ void keep_faster(std::vector<Series>& best, std::vector<Series> const& pass) {
 // the same all-reduces apart: waiting for ranks that are not running, where
 // ranks share cores.
 [[nodiscard]] double measure_sync_overhead(shardmesh::communicator const& world, calibration_sizes const& s);
-
-// Where ranks share cores, how many times slower a pipeline's stage runs
-// (hardware_model::crowding), for stages of 1, 2, 4 ... ranks up to the
-// cores: a relay through stages of that many ranks, each computing a few
-// milliseconds of products forward and twice that backward in turn, as a
-// pipeline of one micro-batch runs (its ranks numbered as the trainer
-// numbers a pipeline's, under several numberings), against the same
-// products on ranks 0 to the stage's last with the others waiting (as the
-// GEMM rates are measured), times the stages: the hand-offs included.
-[[nodiscard]] std::vector<shardmesh::parallel::stage_crowding> measure_stage_crowding(
-    shardmesh::communicator const& world, calibration_sizes const& s, std::size_t cores);
 
 // Each figure of a calibration in progress (h's GEMM rates, bandwidth and
 // redistribution overhead, and the series not yet fitted) made the faster

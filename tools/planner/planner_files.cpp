@@ -15,7 +15,6 @@ using shardmesh::parallel::gemm_rate;
 using shardmesh::parallel::gpt_config;
 using shardmesh::parallel::hardware_model;
 using shardmesh::parallel::kernel_fit;
-using shardmesh::parallel::stage_crowding;
 using shardmesh::parallel::stage_kind;
 using json = nlohmann::ordered_json;
 
@@ -51,9 +50,6 @@ std::string hardware_json(hardware_model const& h) {
                                   {"beta_seconds_per_byte", c.cost.beta},
                                   {"between_nodes", c.between_nodes},
                                   {"deferred", c.deferred}});
-  out["stage_crowding"] = json::array();
-  for (stage_crowding const& c : h.crowding)
-    out["stage_crowding"].push_back({{"ranks", c.ranks}, {"factor", c.factor}});
   return out.dump(2) + "\n";
 }
 
@@ -188,8 +184,6 @@ hardware_model read_hardware(std::string const& path) {
       f.deferred = c.value("deferred", false);
       h.collectives.push_back(f);
     }
-    for (json const& c : j.value("stage_crowding", json::array()))
-      h.crowding.push_back({c.at("ranks").get<std::size_t>(), c.at("factor").get<double>()});
   } catch (json::exception const& e) {
     throw fail(e.what());
   }
@@ -201,8 +195,6 @@ hardware_model read_hardware(std::string const& path) {
   bool overheads_valid = h.redistribution_overhead >= 0 && h.sync_overhead >= 0;
   for (auto const& o : h.overheads) overheads_valid = overheads_valid && o.forward >= 0 && o.backward >= 0;
   if (!overheads_valid) throw fail("an overhead is negative");
-  for (stage_crowding const& c : h.crowding)
-    if (c.ranks == 0 || !(c.factor >= 1)) throw fail("a stage_crowding entry needs ranks >= 1 and factor >= 1");
   if (!(h.pace >= 0)) throw fail("pace_seconds is negative");
   if (!(h.data_parallel_overlap >= 0 && h.data_parallel_overlap <= 1))
     throw fail("data_parallel_overlap must be between 0 and 1");

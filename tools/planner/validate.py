@@ -27,7 +27,7 @@ def say(what):
 
 
 def mpirun(ranks, program, *args, timeout=600):
-    command = [os.path.join(REPO, "tools", "mpirun"), str(ranks), program, *map(str, args)]
+    command = [os.path.join(REPO, "tools", "mpirun"), "--bind", str(ranks), program, *map(str, args)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
@@ -233,7 +233,7 @@ def markdown(results, quick, steps, rounds):
              f"{WAIT_SECONDS} s for it), and if at least {LEAST_QUIET} are; a plan's error is the median over its "
              f"measured rounds of the round's predicted over measured, its predicted and measured times the "
              f"medians; a plan measured in fewer than half the rounds runs in up to {rounds} rounds more; made by "
-             "`tools/validate-planner" + (" --quick" if quick else "") + "`.", "",
+             "`tools/validate-planner" + (" --quick" if quick else "") + "` (ranks bound to cores in blocks).", "",
              "| ranks | plans run | plans timed | step-time error (MAPE) | Spearman | first choice / fastest measured "
              "| memory equal |", "|---|---|---|---|---|---|---|"]
     for ranks, rows in results.items():

@@ -58,12 +58,6 @@ struct collective_fit {
   bool deferred = false;
 };
 
-// A pipeline stage's slowdown where ranks share cores (hardware_model::crowding).
-struct stage_crowding {
-  std::size_t ranks = 1;  // computing at once: a stage's dp x tp
-  double factor = 1;
-};
-
 // A local product's measured rate: C[m, n] += A[m, k] B[k, n].
 struct gemm_rate {
   std::size_t m = 0, n = 0, k = 0;
@@ -122,13 +116,6 @@ struct hardware_model {
   // itself: waiting for ranks that are not running (more ranks than
   // cores), paid at every collective of a step.
   double sync_overhead = 0;
-  // Where ranks share cores, how many times slower a pipeline's stage runs
-  // than its ranks would on cores of their own, by the ranks computing at
-  // once (measured: 1 to the cores). The operating system spreads ranks
-  // over the cores by how many are runnable, waiting ones among them, and
-  // the stage computing moves on every few milliseconds: its ranks often
-  // find themselves on the same core while another has none of them.
-  std::vector<stage_crowding> crowding;
   // The share of the gradient buckets' reduction hidden behind the backward
   // (bench_data_parallel's "exposed communication" is 1 minus it: here,
   // where MPI copies with the same cores that compute, little).
@@ -147,16 +134,19 @@ struct hardware_model {
     return std::max(1.0, static_cast<double>(on_node) / static_cast<double>(std::max<std::size_t>(cores, 1)));
   }
 
-  // The crowding of a stage computing on `ranks` ranks at once: the nearest
-  // measured, by ratio (beyond the cores, the most measured); 1 where none is.
-  [[nodiscard]] double stage_crowding_factor(std::size_t ranks_computing) const {
-    double factor = 1, distance = std::numeric_limits<double>::infinity();
-    for (stage_crowding const& c : crowding) {
-      double const d = std::abs(std::log(static_cast<double>(std::max<std::size_t>(c.ranks, 1))) -
-                                std::log(static_cast<double>(std::max<std::size_t>(ranks_computing, 1))));
-      if (d < distance) distance = d, factor = c.factor;
-    }
-    return factor;
+  // The core (device) a rank runs on, cores numbered node by node, when
+  // `ranks_planned` ranks run: a node's ranks bound to its cores in blocks
+  // of consecutive ranks, as Open MPI's --map-by core binds them
+  // (tools/mpirun --bind), one to a core where the cores suffice. Where
+  // ranks share cores, which share one decides how fast a pipeline's stage
+  // runs while the others wait: ranks left unbound land where the system
+  // puts them, a different placement each run.
+  [[nodiscard]] std::size_t core_of(std::size_t rank, std::size_t ranks_planned) const {
+    std::size_t const on_node =
+        std::max<std::size_t>(ranks_per_node > 0 ? std::min(ranks_planned, ranks_per_node) : ranks_planned, 1);
+    std::size_t const c = std::max<std::size_t>(cores, 1);
+    std::size_t const local = rank % on_node;
+    return rank / on_node * c + (on_node <= c ? local : local * c / on_node);
   }
 
   // Seconds of p's products: each at the measured rate of the nearest

@@ -24,9 +24,9 @@
 //
 //   static_assert(check_schedule<[] { return one_f_one_b(4, 8); }>());
 //
-// simulate_shared(schedule, costs, capacity) runs a valid schedule with
-// its stages sharing `capacity` stages' worth of cores (ranks sharing
-// cores): the training planner's time model, where cores are short.
+// simulate_shared(schedule, costs, cores) runs a valid schedule with its
+// stages' ranks on the cores given, sharing those they share: the
+// training planner's time model, where ranks share cores.
 //
 // Pure constexpr; no Kokkos or MPI.
 
@@ -313,25 +313,34 @@ class schedule_walk {
   return r;
 }
 
-// The event simulation of a valid schedule whose stages share `capacity`
-// stages' worth of compute (ranks sharing cores: a node's cores over a
-// stage's ranks on it): while n stages compute at once, each runs at
-// min(1, capacity / n) of its speed, so an action's cost is its work and
-// its span stretches while others compute; its unshared part (costs.
-// unshared) follows at its own time, the stage not computing. At a
-// capacity of the stages or more it is simulate_checked; at 1 with
-// instant transfers and nothing unshared the makespan is the total work
-// (some stage always computes). Busy times are spans.
+// The event simulation of a valid schedule whose stages' ranks run on
+// cores they may share: cores[s] holds the core of each of stage s's
+// ranks. A core computing for n ranks at once gives each 1/n of its time,
+// and a stage, its ranks in step, runs at the pace of its slowest: its
+// rate is 1 over the most computing ranks on any of its cores. An
+// action's cost is its work at a rate of 1, its span stretched while it
+// shares; its unshared part (costs.unshared) follows at its own time, the
+// stage not computing. With every rank on a core of its own it is
+// simulate_checked; with every stage's single rank on one core, instant
+// transfers and nothing unshared, the makespan is the total work (some
+// stage always computes). Busy times are spans.
 [[nodiscard]] constexpr pipeline_simulation simulate_shared(pipeline_schedule const& s, action_costs const& costs,
-                                                            double capacity) {
+                                                            std::vector<std::vector<std::size_t>> const& cores) {
   pipeline_simulation r = detail::started(s.stages);
+  if (cores.size() != s.stages) {
+    r.error.append("simulate_shared: the cores of ").append(cores.size()).append(" stages for ").append(s.stages);
+    return r;
+  }
   detail::schedule_walk const walk(s);
   std::size_t const p = s.stages;
   constexpr double unsent = -1, idle = -1;
   // Per stage in a compute action: its work left, then the time its
   // unshared part ends (its length while work is left).
   std::vector<double> arrival(walk.messages(), unsent), left(p, idle), apart(p, idle), began(p, 0);
-  std::vector<std::size_t> next(p, 0), held(p, 0);
+  std::vector<double> rate(p, 0);
+  std::vector<std::size_t> next(p, 0), held(p, 0), load;
+  for (std::vector<std::size_t> const& on : cores)
+    for (std::size_t c : on) load.resize(std::max(load.size(), c + 1));
   double now = 0;
   for (;;) {
     // Each stage on to its next compute action, or to a receive not yet
@@ -364,16 +373,22 @@ class schedule_walk {
       }
     }
     if (computing == 0 && wake < 0) break;  // done, or waiting forever
-    double const rate = computing == 0 ? 0 : std::min(1.0, capacity / static_cast<double>(computing));
-    double step = wake < 0 ? -1 : wake - now;
+    std::ranges::fill(load, std::size_t{0});
     for (std::size_t stage = 0; stage < p; ++stage)
-      if (left[stage] > 0 && (step < 0 || left[stage] / rate < step)) step = left[stage] / rate;
+      for (std::size_t c : cores[stage]) load[c] += left[stage] > 0 ? 1 : 0;
+    double step = wake < 0 ? -1 : wake - now;
+    for (std::size_t stage = 0; stage < p; ++stage) {
+      std::size_t most = 1;
+      for (std::size_t c : cores[stage]) most = std::max(most, load[c]);
+      rate[stage] = 1 / static_cast<double>(most);
+      if (left[stage] > 0 && (step < 0 || left[stage] / rate[stage] < step)) step = left[stage] / rate[stage];
+    }
     now += step;
     for (std::size_t stage = 0; stage < p; ++stage) {
       if (left[stage] == idle) continue;
       pipeline_action const& a = s.actions[stage][next[stage]];
       if (left[stage] > 0) {
-        left[stage] -= rate * step;
+        left[stage] -= rate[stage] * step;
         if (left[stage] > 1e-12 * (1 + costs.of(stage, a.op))) continue;
         left[stage] = 0, apart[stage] += now;  // the work done: the unshared part from now
       }

@@ -24,17 +24,14 @@
 //
 // Ranks that share a core (more ranks on a node than its cores, or
 // devices) share its time, and a rank waiting for another stage yields it
-// (MPI ranks told to yield when idle): a pipeline's actions cost their
-// work at a core's speed times the stage's crowding (hardware_model::
-// crowding: its ranks on fewer cores than they could have), and the
-// schedule is simulated with the stages sharing the node's cores
-// (simulate_shared: while more stages compute than the cores hold, each
-// slows); the step takes at least the node's compute shared among its
-// cores (hardware_model::compute_sharing times the mean stage's, with the
-// same crowding) plus the busiest stage's collectives. A step with every
-// rank computing at once (no pipeline) pays the sharing in full; a
-// pipeline's stages that wait for each other pay little of it. The
-// update, every rank's at once, is scaled by the sharing.
+// (MPI ranks told to yield when idle). The ranks are bound to cores as
+// hardware_model::core_of places them, and the schedule is simulated with
+// each core shared among the ranks computing on it (simulate_shared): a
+// stage whose ranks share a core runs slower alone, stages on cores of
+// their own run side by side; a step with every rank computing at once
+// (no pipeline) pays the node's sharing in full. Collectives are not
+// slowed by it (they wait more than they compute). The update, every
+// rank's at once, is scaled by the sharing.
 //
 // Parts timed apart are added only where they do not overlap (the
 // seed's rule): the reduction starts after the last backward of a
@@ -64,7 +61,7 @@ namespace shardmesh::parallel {
 // Seconds of one training step, by part.
 struct step_time {
   double compute = 0;           // the busiest stage's forward and backward work, collectives inside them included
-                                // (ranks sharing cores: at least the node's compute over its cores)
+                                // (ranks sharing cores: slowed by the ranks computing beside them)
   double bubble = 0;            // the makespan beyond that: waiting on other stages and transfers
   double data_parallel = 0;     // the exposed gradient reduction, and ZeRO-1 and 2's parameter all-gather
   double optimizer = 0;         // the update
@@ -111,12 +108,10 @@ class time_model {
     std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
     // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
     std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
-    double shared_compute = 0, communication = 0;  // the mean stage's arithmetic over a step; the busiest's collectives
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
     double reduction = 0, update_gather = 0, update = 0;
     double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
-    double const crowding = sharing > 1 && plan.pp > 1 ? hardware_.stage_crowding_factor(plan.dp * plan.tp) : 1;
     for (std::size_t s = 0; s < plan.pp; ++s) {
       std::array<double, 3> work{0, 0, 0}, apart{0, 0, 0};  // arithmetic, collectives: over the chunks
       double tp_here = 0, gather_here = 0;
@@ -126,16 +121,13 @@ class time_model {
           double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
           work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
           apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
-          shared_compute += sharing * static_cast<double>(plan.micro_batches) * (a.forward + a.input + a.weight) /
-                            static_cast<double>(plan.pp);
           tp_here += a.tp_forward + a.tp_input;
           gather_here += gather;
         }
       for (std::size_t k = 0; k < 3; ++k) {  // a chunk's
         collectives[s][k] = apart[k] / static_cast<double>(plan.virtual_stages);
-        per_stage[s][k] = crowding * work[k] / static_cast<double>(plan.virtual_stages) + collectives[s][k];
+        per_stage[s][k] = work[k] / static_cast<double>(plan.virtual_stages) + collectives[s][k];
       }
-      communication = std::max(communication, static_cast<double>(plan.micro_batches) * (tp_here + gather_here));
       // The stage's data-parallel work, on its rank 0 (its tp rank 0 holds the largest shards).
       std::size_t const rank = s * plan.tp;
       state_memory const m = model_->state(plan, rank, element_bytes, state_tensors);
@@ -167,14 +159,10 @@ class time_model {
         per_stage,
         plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
         collectives};
-    // Ranks sharing cores: the stages share the node's, pp / sharing stages' worth (a pipeline's only).
-    pipeline_simulation const sim = sharing > 1 && plan.pp > 1 ? simulate_shared(cached_schedule(plan), costs,
-                                                                                 static_cast<double>(plan.pp) / sharing)
-                                                               : simulate_checked(cached_schedule(plan), costs);
-    double const busiest = *std::max_element(sim.busy.begin(), sim.busy.end());
-    double const shared = sharing > 1 ? crowding * shared_compute + communication : 0;  // the node's cores, where short
-    t.compute = std::max(busiest, shared);
-    t.bubble = std::max(sim.makespan, shared) - t.compute;
+    pipeline_simulation const sim = sharing > 1 ? simulate_shared(cached_schedule(plan), costs, stage_cores(plan))
+                                                : simulate_checked(cached_schedule(plan), costs);
+    t.compute = *std::max_element(sim.busy.begin(), sim.busy.end());
+    t.bubble = sim.makespan - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
     t.tensor_parallel = tp_per_micro * m;
     t.parameter_gather = gather_per_micro * m;
@@ -193,6 +181,17 @@ class time_model {
     double forward = 0, input = 0, weight = 0;
     double tp_forward = 0, tp_input = 0;
   };
+
+  // The core of each of each stage's ranks (numbered row-major over dp x pp x tp).
+  [[nodiscard]] std::vector<std::vector<std::size_t>> stage_cores(training_plan const& plan) const {
+    std::size_t const ranks = plan.dp * plan.pp * plan.tp;
+    std::vector<std::vector<std::size_t>> cores(plan.pp);
+    for (std::size_t d = 0; d < plan.dp; ++d)
+      for (std::size_t s = 0; s < plan.pp; ++s)
+        for (std::size_t t = 0; t < plan.tp; ++t)
+          cores[s].push_back(hardware_.core_of((d * plan.pp + s) * plan.tp + t, ranks));
+    return cores;
+  }
 
   // The plan's schedule, made and checked once: a search times each under many costs.
   [[nodiscard]] pipeline_schedule const& cached_schedule(training_plan const& plan) const {
