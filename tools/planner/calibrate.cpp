@@ -7,11 +7,13 @@
 // library's own cost per GPT stage (on a GPT of extents 1 and 2, less its
 // arithmetic as priced) and per redistribution (beyond its collective).
 //
-//   mpirun -n 2 shardmesh-calibrate --quick --out hardware-2.json
+//   mpirun -n 2 --map-by core --bind-to core shardmesh-calibrate --quick --out hardware-2.json
 //
 // Products and kernels are measured with at most one rank per core
-// computing, so they are a core's figures, and the planner shares a node's
-// cores among the ranks it puts there. Collectives are measured with every
+// computing, so they are a core's figures, and the planner shares each
+// core among the ranks bound to it (hardware_model::core_of: bind the
+// ranks as above, in blocks; it warns where ranks share cores unbound).
+// Collectives are measured with every
 // rank taking part: ranks sharing cores communicate more slowly, so
 // calibrate at the rank count you plan for.
 // Every figure is measured in 3 passes (quick: 2), one after the other,
