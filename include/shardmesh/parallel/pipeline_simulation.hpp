@@ -375,7 +375,8 @@ class schedule_walk {
     if (computing == 0 && wake < 0) break;  // done, or waiting forever
     std::ranges::fill(load, std::size_t{0});
     for (std::size_t stage = 0; stage < p; ++stage)
-      for (std::size_t c : cores[stage]) load[c] += left[stage] > 0 ? 1 : 0;
+      if (left[stage] > 0)
+        for (std::size_t c : cores[stage]) ++load[c];
     double step = wake < 0 ? -1 : wake - now;
     for (std::size_t stage = 0; stage < p; ++stage) {
       std::size_t most = 1;
