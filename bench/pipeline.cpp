@@ -24,8 +24,8 @@
 #include "rounds.hpp"
 #include "synthetic_gpt.hpp"
 
-#include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/train/pipeline_timeline.hpp>
 
 #include <benchmark/benchmark.h>
 #include <mpi.h>

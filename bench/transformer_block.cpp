@@ -1,7 +1,7 @@
 // One transformer block, forward and backward, against the same block
 // written by hand the way Megatron-LM writes it, in the same binary and run:
 //   shardmesh  parallel::transformer_block<float, HostSpace>: every
-//              collective derived from the layers' layouts (layouts.hpp)
+//              collective derived from the layers' layouts (transformer_layouts.hpp)
 //   megatron   plain loops for layer norm, softmax, GELU and residuals, a
 //              direct sgemm_ call for every product (per batch and head for
 //              the attention products, the 1/sqrt(d) scale as alpha, the

@@ -56,8 +56,13 @@ function(shardmesh_add_mpi_test)
     shardmesh_mpiexec_command(command ${ranks} $<TARGET_FILE:${arg_TARGET}> ${arg_ARGS})
     shardmesh_mpi_environment(environment ${ranks})
     add_test(NAME ${arg_NAME}.np${ranks} COMMAND ${command})
+    # Runs on more than 4 ranks belong to the full suite (tools/test full), not the default one.
+    set(labels mpi ${arg_LABELS})
+    if(ranks GREATER 4)
+      list(APPEND labels full)
+    endif()
     set_tests_properties(${arg_NAME}.np${ranks} PROPERTIES
-      TIMEOUT ${arg_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}" LABELS "mpi;${arg_LABELS}")
+      TIMEOUT ${arg_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}" LABELS "${labels}")
   endforeach()
 endfunction()
 

@@ -1,7 +1,7 @@
 // One forward and backward of a small GPT on 4 ranks: tensor-parallel (tp=4),
 // then data- and tensor-parallel on a 2x2 mesh (dp x tp). No layer names a
 // collective: each declares the layouts of its weights and activations
-// (shardmesh/parallel/layouts.hpp) and the algebra derives the collectives
+// (shardmesh/strategy/transformer_layouts.hpp) and the algebra derives the collectives
 // between them. The example prints the layouts, the collectives each layer
 // issued (the mesh's counters, read through the model's trace hook), and
 // checks the loss against two serial values:

@@ -40,10 +40,10 @@
 // into this run's layouts and checked bit for bit against the saved one,
 // and the steps go on from the saved step to --steps.
 #include <shardmesh/io/training_state.hpp>
-#include <shardmesh/parallel/machine_pace.hpp>
-#include <shardmesh/parallel/memory_report.hpp>
-#include <shardmesh/parallel/pipeline_timeline.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/train/machine_pace.hpp>
+#include <shardmesh/train/memory_report.hpp>
+#include <shardmesh/train/pipeline_timeline.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -82,7 +82,8 @@ struct options {
   std::size_t every = 0;
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::string method = "adamw";
-  double lr = 3e-3, clip = 1.0, weight_decay = 0.01;
+  double lr = 3e-3, clip = 1.0, weight_decay = 0.01, lr_floor = 0.1;
+  std::size_t warmup = 0, decay_steps = 0;  // decay_steps 0: a constant learning rate after the warm-up
   std::size_t bucket_kib = 64;
   std::uint64_t seed = 1;
   bool micro_given = false, sequence_parallel = false, padded = false, check = false, quiet = false;
@@ -103,6 +104,9 @@ void for_each_run_option(Options& o, F&& f) {
   f("layers", o.layers);
   f("optimizer", o.method);
   f("lr", o.lr);
+  f("warmup", o.warmup);
+  f("decay-steps", o.decay_steps);
+  f("lr-floor", o.lr_floor);
   f("clip", o.clip);
   f("weight-decay", o.weight_decay);
   f("seed", o.seed);
@@ -208,6 +212,7 @@ class run {
         trainer_(pointers(), mesh_,
                  {.stage = stage,
                   .method = method(o),
+                  .lr_schedule = lr_schedule(o),
                   .clip_norm = o.clip,
                   .bucket_bytes = o.bucket_kib * 1024,
                   .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
@@ -262,6 +267,12 @@ class run {
   static parallel::optimizer method(options const& o) {
     if (o.method == "sgd") return parallel::sgd{.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
     return parallel::adamw{.lr = o.lr, .weight_decay = o.weight_decay};
+  }
+  // Warm-up then cosine with --decay-steps; warm-up alone, then the full rate, without.
+  static parallel::learning_rate_schedule lr_schedule(options const& o) {
+    if (o.decay_steps > 0) return parallel::warmup_cosine(o.warmup, o.decay_steps, o.lr_floor);
+    if (o.warmup == 0) return {};
+    return [w = o.warmup](std::size_t t) { return t < w ? static_cast<double>(t) / static_cast<double>(w) : 1.0; };
   }
   dynamic_dtensor<int, 2, Kokkos::HostSpace> tensor_of(std::vector<int> const& values, std::size_t rows) {
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> global("samples", rows, o_.sequence);
@@ -382,7 +393,7 @@ int train(options o) {
                  : "");
   double worst = 0;
   std::vector<double> step_seconds, paces, losses;
-  // The machine's pace around each step (parallel/machine_pace.hpp), outside its time: a shared
+  // The machine's pace around each step (train/machine_pace.hpp), outside its time: a shared
   // machine's slow spells told apart.
   auto const pace = [world = communicator::borrow(MPI_COMM_WORLD)] { return parallel::machine_pace(world); };
   for (std::size_t s = first; s < o.steps; ++s) {
@@ -451,6 +462,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adamw", "sgd"}))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "learning rate")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "updates of linear learning-rate warm-up")->capture_default_str();
+  app.add_option("--decay-steps", o.decay_steps, "the update at which the cosine decay reaches --lr-floor (0: none)")
+      ->capture_default_str();
+  app.add_option("--lr-floor", o.lr_floor, "the learning rate's factor after the cosine decay")->capture_default_str();
   app.add_option("--clip", o.clip, "largest global gradient norm (0: none)")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay)->capture_default_str();
   app.add_option("--bucket-kib", o.bucket_kib, "gradient bucket size in KiB")->capture_default_str();

@@ -3,7 +3,7 @@
 // (|w| <= 0.02), layer-norm gains 1 and biases 0. Their speed does not
 // depend on the values; a step should not overflow.
 
-#include <shardmesh/parallel/gpt.hpp>
+#include <shardmesh/models/gpt.hpp>
 
 #include <cstddef>
 #include <string>

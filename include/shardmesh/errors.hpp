@@ -56,7 +56,7 @@ class count_overflow_error : public error {
 };
 
 // A global batch that is not B_micro x N_acc x N_dp, or cannot be split
-// as asked (parallel/batch.hpp).
+// as asked (strategy/batch.hpp).
 class invalid_batch_error : public error {
  public:
   using error::error;

@@ -1,4 +1,4 @@
-#include <shardmesh/parallel/pipeline_simulation.hpp>
+#include <shardmesh/strategy/pipeline_simulation.hpp>
 
 using namespace shardmesh::parallel;
 

@@ -1,6 +1,6 @@
 // Batch accounting: B_global = B_micro x N_acc x N_dp checked (at compile
 // time for constants), and the uneven split's postconditions over a grid.
-#include <shardmesh/parallel/batch.hpp>
+#include <shardmesh/strategy/batch.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 

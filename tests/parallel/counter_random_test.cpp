@@ -1,7 +1,7 @@
 // The counter-based generator: splitmix64's published values, a pure
 // function of its counters, and uniform values in [-1, 1) that do not
 // depend on the order they are drawn in.
-#include <shardmesh/parallel/counter_random.hpp>
+#include <shardmesh/strategy/counter_random.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 

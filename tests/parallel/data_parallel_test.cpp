@@ -10,9 +10,9 @@
 #include "small_gpt.hpp"
 
 #include <shardmesh/algebra/plan_traffic.hpp>
-#include <shardmesh/parallel/gpt.hpp>
-#include <shardmesh/parallel/trainer.hpp>
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/train/trainer.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -97,7 +97,7 @@ struct window_counter {
   collective_count at_start;
 
   void start(device_mesh const& mesh) { at_start = mesh.counters()[kind]; }
-  void operator()(device_mesh const& mesh, model_type::stage_event const& e) {
+  void operator()(device_mesh const& mesh, parallel::stage_event const& e) {
     if (e.phase != phase || e.before || e.stage != last) return;
     collective_count const now = mesh.counters()[kind];
     seen.push_back({now.calls - at_start.calls, now.bytes_sent - at_start.bytes_sent,

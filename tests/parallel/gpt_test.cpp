@@ -15,7 +15,7 @@
 #include "mpi_test.hpp"
 #include "small_gpt.hpp"
 
-#include <shardmesh/parallel/gpt.hpp>
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
 
 #include <catch2/catch_test_macros.hpp>

@@ -9,7 +9,7 @@
 
 #include "../ops/ops_check.hpp"
 
-#include <shardmesh/parallel/linear.hpp>
+#include <shardmesh/nn/linear.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 

@@ -13,12 +13,12 @@
 #include "mpi_test.hpp"
 #include "training_reference.hpp"
 
-#include <shardmesh/parallel/communication_model.hpp>
-#include <shardmesh/parallel/gpt.hpp>
-#include <shardmesh/parallel/memory_model.hpp>
-#include <shardmesh/parallel/trainer.hpp>
-#include <shardmesh/parallel/training_plan.hpp>
+#include <shardmesh/models/gpt.hpp>
+#include <shardmesh/plan/communication_model.hpp>
+#include <shardmesh/plan/memory_model.hpp>
+#include <shardmesh/plan/training_plan.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/train/trainer.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>

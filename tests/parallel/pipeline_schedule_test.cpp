@@ -3,7 +3,7 @@
 // its closed form under unit costs) or refuses with its reason; the check
 // catches what a hand-written schedule can get wrong, naming the stage and
 // the action (compile_fail/ holds the same schedules as compile errors).
-#include <shardmesh/parallel/pipeline_simulation.hpp>
+#include <shardmesh/strategy/pipeline_simulation.hpp>
 
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>

@@ -9,10 +9,10 @@
 #include "mpi_test.hpp"
 #include "training_reference.hpp"
 
-#include <shardmesh/parallel/gpt.hpp>
-#include <shardmesh/parallel/layer_partition.hpp>
-#include <shardmesh/parallel/trainer.hpp>
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/strategy/layer_partition.hpp>
+#include <shardmesh/train/trainer.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>

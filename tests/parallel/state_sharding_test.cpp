@@ -4,7 +4,7 @@
 // stage's bytes per rank are the table's (uneven extents included).
 #include <shardmesh/algebra/plan_traffic.hpp>
 #include <shardmesh/algebra/shard_geometry.hpp>
-#include <shardmesh/parallel/state_sharding.hpp>
+#include <shardmesh/strategy/state_sharding.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 

@@ -5,11 +5,11 @@
 // under a second, the memory model's totals obey ZeRO's table, a hardware
 // model fits and looks up what calibration measured, and the time model
 // charges each plan for what it does, the library's own costs included.
-#include <shardmesh/parallel/hardware_model.hpp>
-#include <shardmesh/parallel/memory_model.hpp>
-#include <shardmesh/parallel/model_spec.hpp>
-#include <shardmesh/parallel/time_model.hpp>
-#include <shardmesh/parallel/training_plan.hpp>
+#include <shardmesh/plan/hardware_model.hpp>
+#include <shardmesh/plan/memory_model.hpp>
+#include <shardmesh/plan/model_spec.hpp>
+#include <shardmesh/plan/time_model.hpp>
+#include <shardmesh/plan/training_plan.hpp>
 
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>

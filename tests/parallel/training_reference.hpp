@@ -19,14 +19,15 @@
 
 #include "small_gpt.hpp"
 
-#include <shardmesh/parallel/optimizer.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/train/optimizer.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,12 +56,23 @@ inline batch batch_of_step(ref::config const& c, std::size_t step, bool padded) 
   return b;
 }
 
+// The learning rate's factor at each step, and whether weight decay also
+// applies to the parameters of one dimension (layer norms' gains and biases).
+struct reference_schedule {
+  std::vector<double> lr_factors = std::vector<double>(steps, 1.0);
+  bool decay_vectors = false;
+};
+
 // The serial optimizers, written from their definitions.
 struct reference_optimizer {
   parallel::optimizer method;
+  reference_schedule schedule;
+  std::set<std::string> decayed;
   values m, v;
   void step(values& p, values const& g, std::size_t t, double scale) {
     for (auto& [name, w] : p) {
+      double const lr_factor = schedule.lr_factors.at(t - 1);
+      double const decay_factor = decayed.contains(name) ? 1.0 : 0.0;
       auto& m1 = m[name];
       auto& m2 = v[name];
       m1.resize(w.size(), 0.0);
@@ -69,15 +81,15 @@ struct reference_optimizer {
       for (std::size_t i = 0; i < w.size(); ++i) {
         double const d = scale * grad[i];
         if (auto const* s = std::get_if<parallel::sgd>(&method)) {
-          m1[i] = s->momentum * m1[i] + d + s->weight_decay * w[i];
-          w[i] -= s->lr * m1[i];
+          m1[i] = s->momentum * m1[i] + d + decay_factor * s->weight_decay * w[i];
+          w[i] -= lr_factor * s->lr * m1[i];
         } else {
           auto const& a = std::get<parallel::adamw>(method);
           m1[i] = a.beta1 * m1[i] + (1 - a.beta1) * d;
           m2[i] = a.beta2 * m2[i] + (1 - a.beta2) * d * d;
           double const mhat = m1[i] / (1 - std::pow(a.beta1, static_cast<double>(t)));
           double const vhat = m2[i] / (1 - std::pow(a.beta2, static_cast<double>(t)));
-          w[i] -= a.lr * (a.weight_decay * w[i] + mhat / (std::sqrt(vhat) + a.eps));
+          w[i] -= lr_factor * a.lr * (decay_factor * a.weight_decay * w[i] + mhat / (std::sqrt(vhat) + a.eps));
         }
       }
     }
@@ -90,9 +102,13 @@ struct history {
 };
 
 inline history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method,
-                               bool padded = false) {
+                               bool padded = false, reference_schedule const& schedule = {}) {
   history h{start, {}, {}};
-  reference_optimizer o{method, {}, {}};
+  reference_optimizer o{method, schedule, {}, {}, {}};
+  ref::parameters shapes = ref::zero_parameters(c);
+  ref::for_each_parameter(c, shapes, [&](std::string const& name, auto const&, std::vector<std::size_t> const& shape) {
+    if (shape.size() >= 2 || schedule.decay_vectors) o.decayed.insert(name);
+  });
   for (std::size_t s = 0; s < steps; ++s) {
     ref::parameters p = ref::zero_parameters(c);
     ref::for_each_parameter(

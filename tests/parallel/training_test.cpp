@@ -8,17 +8,20 @@
 #include "mpi_test.hpp"
 #include "training_reference.hpp"
 
-#include <shardmesh/parallel/batch.hpp>
-#include <shardmesh/parallel/gpt.hpp>
-#include <shardmesh/parallel/trainer.hpp>
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
+#include <shardmesh/strategy/batch.hpp>
+#include <shardmesh/train/trainer.hpp>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_exception.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 using namespace shardmesh;
@@ -26,6 +29,8 @@ using namespace shardmesh::test::training;
 using shardmesh::test::by_name;
 namespace ref = shardmesh::test::reference;
 using parallel::zero_stage;
+
+static_assert(parallel::trainable_model<parallel::gpt<float, Kokkos::HostSpace>>);
 
 namespace {
 
@@ -42,7 +47,9 @@ std::string describe(setup const& s) {
          std::to_string(s.global) + " samples";
 }
 
-history train(setup const& s, values const& start, parallel::optimizer const& method, bool padded = false) {
+history train(setup const& s, values const& start, parallel::optimizer const& method, bool padded = false,
+              parallel::learning_rate_schedule const& lr_schedule = {},
+              std::function<bool(std::string const&, std::size_t)> const& decays = {}) {
   ref::config const c = tiny(s.global);
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", s.dp}, {"tp", s.tp}});
   // Both reduce-scatter algorithms, whatever this machine would choose: the ring for ZeRO-2, MPI's for ZeRO-3.
@@ -50,7 +57,13 @@ history train(setup const& s, values const& start, parallel::optimizer const& me
                                                                           : reduce_scatter_algorithm::mpi);
   parallel::gpt<float, host> model(mesh, {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false},
                                    [&](std::string const& name) { return start.at(name); });
-  parallel::trainer train(model, mesh, {s.stage, method, clip, 1024});
+  parallel::trainer train(model, mesh,
+                          {.stage = s.stage,
+                           .method = method,
+                           .lr_schedule = lr_schedule,
+                           .decays = decays,
+                           .clip_norm = clip,
+                           .bucket_bytes = 1024});
   auto const accounting = parallel::batch_accounting::uneven(s.global, s.accumulation, s.dp);
   history h;
   for (std::size_t step = 0; step < steps; ++step) {
@@ -165,4 +178,43 @@ TEST_CASE("bad training input is the same typed error on every rank", "[parallel
   auto const ids = distribute<host>(mesh, model.layouts().ids, padding);
   std::vector<decltype(train)::micro_batch> const all_padding{{ids, ids}};
   CHECK_THROWS_AS(train.step(all_padding), invalid_batch_error);
+}
+
+TEST_CASE("a warm-up and cosine learning rate, and weight decay on matrices only, equal the serial reference",
+          "[parallel][training]") {
+  // warmup_cosine(2, 4, 0.2): 1/2 and 2/2 while warming up, then 0.2 + 0.8 (1 + cos(pi/2)) / 2 = 0.6.
+  auto const schedule = parallel::warmup_cosine(2, 4, 0.2);
+  reference_schedule const factors{{0.5, 1.0, 0.6}, false};
+  auto const [dp, tp] = meshes().front();
+  std::size_t const global = 2 * dp;
+  ref::config const c = tiny(global);
+  values const start = by_name(c, ref::init_parameters(c, 7));
+  for (parallel::optimizer const method :
+       {parallel::optimizer{parallel::adamw{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.5}},
+        parallel::optimizer{parallel::sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.2}}}) {
+    history const want = train_reference(c, start, method, false, factors);
+    for (zero_stage stage : {zero_stage::none, zero_stage::parameters}) {
+      setup const s{dp, tp, stage, 1, global};
+      INFO(describe(s) << (std::holds_alternative<parallel::sgd>(method) ? ", SGD" : ", AdamW"));
+      require_close(train(s, start, method, false, schedule), want, tolerance);
+    }
+  }
+  // Told to decay every parameter, norms' gains and biases too.
+  parallel::optimizer const method =
+      parallel::adamw{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.5};
+  history const want = train_reference(c, start, method, false, {{1, 1, 1}, true});
+  auto const every = [](std::string const&, std::size_t) { return true; };
+  require_close(train({dp, tp, zero_stage::optimizer_state, 1, global}, start, method, false, {}, every), want,
+                tolerance);
+}
+
+TEST_CASE("a learning-rate schedule that gives no usable factor is refused on every rank", "[parallel][training]") {
+  auto const [dp, tp] = meshes().front();
+  ref::config const c = tiny(2 * dp);
+  values const start = by_name(c, ref::init_parameters(c, 7));
+  auto const negative = [](std::size_t t) { return t == 2 ? -1.0 : 1.0; };
+  REQUIRE_THROWS_MATCHES(train({dp, tp, zero_stage::none, 1, 2 * dp}, start, parallel::adamw{}, false, negative),
+                         invalid_option_error,
+                         Catch::Matchers::Message("training: the learning-rate schedule gives -1.000000 at update 2, "
+                                                  "not a finite factor of at least 0"));
 }

@@ -18,7 +18,7 @@
 // calibrate at the rank count you plan for.
 // Every figure is measured in 3 passes (quick: 2), one after the other,
 // each part of a pass between two measurements of the machine's pace
-// (parallel/machine_pace.hpp), and each figure's fastest kept over the
+// (train/machine_pace.hpp), and each figure's fastest kept over the
 // passes measured with the machine left alone (pace near the fastest seen):
 // on a machine shared with others, the speed it has when they leave it
 // alone. The hardware file keeps that fastest pace, for measurements to be
@@ -27,10 +27,10 @@
 #include "planner_files.hpp"
 
 #include <shardmesh/comm/communicator.hpp>
-#include <shardmesh/parallel/hardware_model.hpp>
-#include <shardmesh/parallel/machine_pace.hpp>
-#include <shardmesh/parallel/time_model.hpp>
+#include <shardmesh/plan/hardware_model.hpp>
+#include <shardmesh/plan/time_model.hpp>
 #include <shardmesh/runtime_info.hpp>
+#include <shardmesh/train/machine_pace.hpp>
 
 #include <mpi.h>
 #include <CLI/CLI.hpp>
@@ -68,7 +68,7 @@ std::string machine_name() {
   return std::string(host) + ": " + model;
 }
 
-// A measurement and the machine's pace around it (parallel/machine_pace.hpp): the slower of before and after.
+// A measurement and the machine's pace around it (train/machine_pace.hpp): the slower of before and after.
 template <class T>
 struct paced {
   T value;

@@ -32,7 +32,7 @@ DEVICE = {
 }
 NVLINK = {"bus_bandwidth": 230e9, "alpha": 10e-6}      # per device, nccl-tests' all-reduce bus bandwidth
 INFINIBAND = {"bus_bandwidth": 20e9, "alpha": 30e-6}   # per device, 200 Gb/s less protocol
-KERNELS = {  # elements of 4 bytes streamed per element, as parallel/stage_work.hpp counts them
+KERNELS = {  # elements of 4 bytes streamed per element, as plan/stage_work.hpp counts them
     "add": 3, "fill": 1, "gelu_forward": 2, "gelu_backward": 3, "softmax_forward": 2, "softmax_backward": 3,
     "layer_norm_forward": 2, "layer_norm_backward": 4, "cross_entropy_forward": 1, "cross_entropy_backward": 2,
     "embedding_forward": 2, "embedding_backward": 2, "adamw": 7,

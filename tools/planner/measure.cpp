@@ -5,6 +5,7 @@
 #include <shardmesh/comm/all_to_all.hpp>
 #include <shardmesh/comm/point_to_point.hpp>
 #include <shardmesh/comm/reduce_scatter.hpp>
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/ops/local/cross_entropy.hpp>
 #include <shardmesh/ops/local/elementwise.hpp>
 #include <shardmesh/ops/local/embedding.hpp>
@@ -13,7 +14,6 @@
 #include <shardmesh/ops/local/optimizer.hpp>
 #include <shardmesh/ops/local/softmax.hpp>
 #include <shardmesh/ops/local_gemm.hpp>
-#include <shardmesh/parallel/gpt.hpp>
 #include <shardmesh/runtime/device_mesh.hpp>
 #include <shardmesh/tensor/distribute.hpp>
 #include <shardmesh/tensor/redistribute.hpp>
@@ -261,7 +261,7 @@ std::vector<parallel::stage_overhead> measure_stage_seconds(communicator const& 
   // Seconds of one forward and backward per kind, forward then backward.
   std::vector<double> run(2 * kinds);
   double started = 0;
-  model.trace([&](parallel::gpt<float, Kokkos::HostSpace>::stage_event const& e) {
+  model.trace([&](parallel::stage_event const& e) {
     if (e.before) {
       started = MPI_Wtime();
       return;

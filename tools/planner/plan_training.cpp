@@ -13,9 +13,9 @@
 #include "planner_files.hpp"
 
 #include <shardmesh/errors.hpp>
-#include <shardmesh/parallel/memory_model.hpp>
-#include <shardmesh/parallel/time_model.hpp>
-#include <shardmesh/parallel/training_plan.hpp>
+#include <shardmesh/plan/memory_model.hpp>
+#include <shardmesh/plan/time_model.hpp>
+#include <shardmesh/plan/training_plan.hpp>
 
 #include <CLI/CLI.hpp>
 

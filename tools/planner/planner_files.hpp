@@ -5,11 +5,11 @@
 // "measured": false. The model file: a gpt_config as JSON. The ranked
 // plans as JSON. docs/07-choosing-a-strategy.md shows each.
 
-#include <shardmesh/parallel/hardware_model.hpp>
-#include <shardmesh/parallel/memory_model.hpp>
-#include <shardmesh/parallel/model_spec.hpp>
-#include <shardmesh/parallel/time_model.hpp>
-#include <shardmesh/parallel/training_plan.hpp>
+#include <shardmesh/plan/hardware_model.hpp>
+#include <shardmesh/plan/memory_model.hpp>
+#include <shardmesh/plan/model_spec.hpp>
+#include <shardmesh/plan/time_model.hpp>
+#include <shardmesh/plan/training_plan.hpp>
 
 #include <string>
 #include <vector>

@@ -15,7 +15,7 @@ with open(MODEL_FILE) as f:
 GLOBAL_BATCH = 16
 BUCKET_KIB = 25 * 1024  # the planner's bucket size
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
-QUIET = 1.3  # see comparable(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/parallel/machine_pace.hpp)
+QUIET = 1.3  # see comparable(); shardmesh-calibrate's the same (quiet_pace, include/shardmesh/train/machine_pace.hpp)
 LEAST_QUIET = 3  # steps at the calibration's pace a run needs to be measured
 WAIT_SECONDS = 15  # the longest wait for the calibration's pace before a run
 CALIBRATE = os.path.join(BUILD, "tools", "planner", "shardmesh-calibrate")

@@ -13,14 +13,14 @@
 // by parallel::trainer::for_each_state, each saved from the layout its ZeRO
 // stage keeps it in and read into the layout the new run keeps it in), the
 // optimizer's step count, and where the run stands: samples consumed, the
-// seed of its counter-based random numbers (parallel/counter_random.hpp:
+// seed of its counter-based random numbers (strategy/counter_random.hpp:
 // with the step, all the random state there is) and its configuration.
 
 #include "shardmesh/io/checkpoint_reader.hpp"
 #include "shardmesh/io/checkpoint_writer.hpp"
-#include "shardmesh/parallel/counter_random.hpp"
-#include "shardmesh/parallel/trainer.hpp"
+#include "shardmesh/strategy/counter_random.hpp"
 #include "shardmesh/tensor/gather.hpp"
+#include "shardmesh/train/trainer.hpp"
 
 #include <mpi.h>
 

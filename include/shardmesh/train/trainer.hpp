@@ -39,18 +39,20 @@
 // runs as one stage: 1F1B on one stage is forward and backward in turn.
 
 #include "shardmesh/errors.hpp"
+#include "shardmesh/nn/parameter.hpp"
+#include "shardmesh/nn/weight_gradients.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
-#include "shardmesh/parallel/detail/gradient_bucket.hpp"
-#include "shardmesh/parallel/detail/stage_transfers.hpp"
-#include "shardmesh/parallel/detail/trainable.hpp"
-#include "shardmesh/parallel/layer_partition.hpp"
-#include "shardmesh/parallel/memory_report.hpp"
-#include "shardmesh/parallel/optimizer.hpp"
-#include "shardmesh/parallel/parameter.hpp"
-#include "shardmesh/parallel/pipeline_simulation.hpp"
-#include "shardmesh/parallel/state_sharding.hpp"
-#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/runtime/progress.hpp"
+#include "shardmesh/strategy/layer_partition.hpp"
+#include "shardmesh/strategy/learning_rate.hpp"
+#include "shardmesh/strategy/pipeline_simulation.hpp"
+#include "shardmesh/strategy/state_sharding.hpp"
+#include "shardmesh/train/detail/gradient_bucket.hpp"
+#include "shardmesh/train/detail/stage_transfers.hpp"
+#include "shardmesh/train/detail/trainable.hpp"
+#include "shardmesh/train/memory_report.hpp"
+#include "shardmesh/train/model_contract.hpp"
+#include "shardmesh/train/optimizer.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -71,6 +73,10 @@ namespace shardmesh::parallel {
 struct training_options {
   zero_stage stage = zero_stage::none;
   optimizer method = adamw{};
+  learning_rate_schedule lr_schedule = {};  // the learning rate's factor at each update (learning_rate.hpp); empty: 1
+  // Whether weight decay applies to a parameter, by its name and number of dimensions; empty: to those of
+  // two or more (matrices, tables), not to norms' gains or biases.
+  std::function<bool(std::string const& name, std::size_t rank)> decays = {};
   double clip_norm = 0;                              // the largest global gradient norm; 0: no clipping
   std::size_t bucket_bytes = std::size_t{25} << 20;  // gradient bucket size (at least one parameter each)
   bool overlap = true;  // start each bucket's reduction during backward (false: all after it, to compare)
@@ -112,6 +118,8 @@ double counted_targets(dynamic_dtensor<int, 2, MemorySpace> const& targets,
 
 template <class Model>
 class trainer {
+  static_assert(check_model_contract<Model>());
+
  public:
   using value_type = typename Model::value_type;
   using memory_space = typename Model::memory_space;
@@ -167,7 +175,7 @@ class trainer {
   }
 
   // Called like the model's trace hook, for the stages of every micro-batch.
-  void trace(typename Model::trace_hook hook) { user_trace_ = std::move(hook); }
+  void trace(trace_hook hook) { user_trace_ = std::move(hook); }
 
   [[nodiscard]] training_options const& options() const { return options_; }
   [[nodiscard]] std::size_t steps() const { return steps_; }
@@ -215,6 +223,10 @@ class trainer {
 
   step_result step(std::span<micro_batch const> batch, exec_type const& exec = {}) {
     if (batch.empty()) throw invalid_batch_error("training: a step needs at least one micro-batch");
+    double const lr_factor = options_.lr_schedule ? options_.lr_schedule(steps_ + 1) : 1.0;
+    if (!std::isfinite(lr_factor) || lr_factor < 0)  // a function of the step alone: the same on every rank
+      throw invalid_option_error("training: the learning-rate schedule gives " + std::to_string(lr_factor) +
+                                 " at update " + std::to_string(steps_ + 1) + ", not a finite factor of at least 0");
     double tokens = 0;
     for (micro_batch const& m : batch) tokens += detail::counted_targets(m.targets, exec);
     if (tokens == 0) throw invalid_batch_error("training: every target of the step is padding");
@@ -238,7 +250,7 @@ class trainer {
         options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
     ++steps_;
     for (auto& p : parameters_) {
-      p->update(options_.method, steps_, scale, exec);
+      p->update(adjusted(options_.method, lr_factor, p->decays()), steps_, scale, exec);
       p->zero_grad();
     }
     phases.end(3);
@@ -254,7 +266,7 @@ class trainer {
   // What a stage keeps for one chunk of one micro-batch between its actions.
   struct in_flight {
     activation input, output, gradient_in, gradient_out;
-    typename Model::saved_activations saved;
+    saved_activations saved;
     weight_gradient_queue weights;
   };
 
@@ -322,7 +334,7 @@ class trainer {
                                    std::to_string(next) + " (every layer exactly once, in order)");
       next = last;
     }
-    if (std::size_t const total = chunks_.front()->config().layers; next != total)
+    if (std::size_t const total = chunks_.front()->block_count(); next != total)
       throw invalid_option_error("pipeline: the chunks end at layer " + std::to_string(next) + " of " +
                                  std::to_string(total));
   }
@@ -333,7 +345,9 @@ class trainer {
     if (auto const problem = state_sharding_error(stage_mesh_.shape(), compute, dp_); !problem.empty())
       throw invalid_layout_error(p.name() + ": " + std::string(problem.view()));
     using concrete = detail::trainable_parameter<typename P::tensor::value_type, P::tensor::rank, memory_space>;
-    parameters_.push_back(std::make_unique<concrete>(p, stage, state_layouts_for(compute, options_.stage, dp_), exec));
+    bool const decays = options_.decays ? options_.decays(p.name(), P::tensor::rank) : P::tensor::rank >= 2;
+    parameters_.push_back(
+        std::make_unique<concrete>(p, stage, decays, state_layouts_for(compute, options_.stage, dp_), exec));
   }
 
   [[nodiscard]] bool data_parallel() const { return dp_ != npos && stage_mesh_.shape()[dp_].extent > 1; }
@@ -461,8 +475,8 @@ class trainer {
     return ops::detail::to_layout(x, chunk.boundary_layout(), exec);
   }
 
-  void on_stage(typename Model::stage_event const& e) {
-    bool const forward_pass = e.phase == "forward";
+  void on_stage(stage_event const& e) {
+    bool const forward_pass = e.phase == forward_phase;
     if (options_.stage == zero_stage::parameters) {
       if (e.before) {
         for_stage(e.stage, [&](member& m) { m.gather(exec_); });
@@ -524,7 +538,7 @@ class trainer {
   std::size_t pp_, dp_;
   std::vector<std::unique_ptr<member>> parameters_;  // in forward order
   std::vector<std::unique_ptr<bucket>> buckets_;     // in backward order
-  typename Model::trace_hook user_trace_;
+  trace_hook user_trace_;
   exec_type exec_;
   pipeline_schedule schedule_;
   std::vector<std::vector<std::size_t>> chunk_stages_;  // per chunk, the model stages it holds parameters of

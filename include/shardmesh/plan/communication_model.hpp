@@ -10,7 +10,7 @@
 
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/planner.hpp"
-#include "shardmesh/parallel/model_spec.hpp"
+#include "shardmesh/plan/model_spec.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -14,7 +14,7 @@
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
 
 #include <cstddef>
 #include <deque>

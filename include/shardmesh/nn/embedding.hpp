@@ -11,13 +11,13 @@
 #include "shardmesh/algebra/contraction.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/nn/parameter.hpp"
+#include "shardmesh/nn/weight_gradients.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/embedding.hpp"
 #include "shardmesh/ops/reduction.hpp"
-#include "shardmesh/parallel/parameter.hpp"
-#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <array>

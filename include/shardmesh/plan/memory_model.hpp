@@ -31,11 +31,11 @@
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/algebra/plan_traffic.hpp"
-#include "shardmesh/parallel/layer_partition.hpp"
-#include "shardmesh/parallel/model_spec.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
-#include "shardmesh/parallel/state_sharding.hpp"
-#include "shardmesh/parallel/training_plan.hpp"
+#include "shardmesh/plan/model_spec.hpp"
+#include "shardmesh/plan/training_plan.hpp"
+#include "shardmesh/strategy/layer_partition.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
+#include "shardmesh/strategy/state_sharding.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -5,9 +5,9 @@
 // sums over the rows, reduced over the axes sharding the rows (the sequence,
 // with sequence parallelism) on their way into the parameters' layout.
 
+#include "shardmesh/nn/parameter.hpp"
+#include "shardmesh/nn/weight_gradients.hpp"
 #include "shardmesh/ops/layer_norm.hpp"
-#include "shardmesh/parallel/parameter.hpp"
-#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>

@@ -32,7 +32,7 @@
 
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/algebra/validation.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
 
 #include <algorithm>
 #include <array>

@@ -4,8 +4,8 @@
 // W S(tp),R) delivering the activation layout. Backward returns the input
 // gradient P(sum:tp): the block reduces it.
 
+#include "shardmesh/nn/linear.hpp"
 #include "shardmesh/ops/elementwise.hpp"
-#include "shardmesh/parallel/linear.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <utility>

@@ -6,12 +6,12 @@
 // layout. Backward adds the three projections' partial input gradients and
 // returns the sum still P(sum:tp): the block reduces it once.
 
+#include "shardmesh/nn/linear.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/einsum.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/ops/softmax.hpp"
-#include "shardmesh/parallel/layouts.hpp"
-#include "shardmesh/parallel/linear.hpp"
+#include "shardmesh/strategy/transformer_layouts.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cmath>

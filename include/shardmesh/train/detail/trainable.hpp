@@ -4,12 +4,12 @@
 // and release for ZeRO-3, the reduction's fallback, the norm, the update).
 
 #include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/optimizer.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
-#include "shardmesh/parallel/optimizer.hpp"
-#include "shardmesh/parallel/parameter.hpp"
-#include "shardmesh/parallel/state_sharding.hpp"
+#include "shardmesh/strategy/state_sharding.hpp"
+#include "shardmesh/train/optimizer.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -25,7 +25,8 @@ class trainable {
   using flat_view = Kokkos::View<T*, MemorySpace>;
   using exec_type = execution_space_of<MemorySpace>;
 
-  trainable(std::size_t stage, state_layouts layouts) : stage_(stage), layouts_(std::move(layouts)) {}
+  trainable(std::size_t stage, bool decays, state_layouts layouts)
+      : stage_(stage), decays_(decays), layouts_(std::move(layouts)) {}
   trainable(trainable const&) = delete;
   trainable& operator=(trainable const&) = delete;
   virtual ~trainable() = default;
@@ -33,6 +34,8 @@ class trainable {
   // The model stage (gpt::stage_name) whose forward and backward use it.
   [[nodiscard]] std::size_t stage() const { return stage_; }
   [[nodiscard]] state_layouts const& layouts() const { return layouts_; }
+  // Whether the optimizer's weight decay applies to it.
+  [[nodiscard]] bool decays() const { return decays_; }
 
   [[nodiscard]] virtual std::string const& name() const = 0;
   [[nodiscard]] virtual device_mesh const& mesh() const = 0;
@@ -79,6 +82,7 @@ class trainable {
 
  private:
   std::size_t stage_;
+  bool decays_;
   state_layouts layouts_;
 };
 
@@ -92,9 +96,9 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   using typename base::flat_view;
 
   // Sets p's accumulation and storage layouts.
-  trainable_parameter(parameter<T, Rank, MemorySpace>& p, std::size_t stage, state_layouts const& l,
+  trainable_parameter(parameter<T, Rank, MemorySpace>& p, std::size_t stage, bool decays, state_layouts const& l,
                       exec_type const& exec)
-      : base(stage, l), p_(&p) {
+      : base(stage, decays, l), p_(&p) {
     p.accumulate_in(l.accumulate);
     p.store_in(l.stored, exec);
   }

@@ -14,10 +14,10 @@
 
 #include "shardmesh/algebra/contraction.hpp"
 #include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/nn/parameter.hpp"
+#include "shardmesh/nn/weight_gradients.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/einsum.hpp"
-#include "shardmesh/parallel/parameter.hpp"
-#include "shardmesh/parallel/weight_gradients.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>

@@ -40,12 +40,12 @@
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/errors.hpp"
-#include "shardmesh/parallel/communication_model.hpp"
-#include "shardmesh/parallel/hardware_model.hpp"
-#include "shardmesh/parallel/memory_model.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
-#include "shardmesh/parallel/pipeline_simulation.hpp"
-#include "shardmesh/parallel/training_plan.hpp"
+#include "shardmesh/plan/communication_model.hpp"
+#include "shardmesh/plan/hardware_model.hpp"
+#include "shardmesh/plan/memory_model.hpp"
+#include "shardmesh/plan/training_plan.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
+#include "shardmesh/strategy/pipeline_simulation.hpp"
 
 #include <algorithm>
 #include <array>

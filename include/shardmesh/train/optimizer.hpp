@@ -10,10 +10,10 @@
 //   optimizer o = adamw{.lr = 3e-4, .weight_decay = 0.1};
 
 #include "shardmesh/errors.hpp"
+#include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/optimizer.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
-#include "shardmesh/parallel/parameter.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -63,6 +63,18 @@ using optimizer = std::variant<sgd, adamw>;
   if (!positive(a.eps)) return bad("eps", a.eps, "positive and finite");
   if (!in(a.weight_decay, 0, inf)) return bad("the weight decay", a.weight_decay, "non-negative");
   return {};
+}
+
+// o for one parameter at one update: its learning rate times `lr_factor`
+// (learning_rate.hpp), and its weight decay only where `decays`.
+[[nodiscard]] inline optimizer adjusted(optimizer o, double lr_factor, bool decays) {
+  std::visit(
+      [&](auto& h) {
+        h.lr *= lr_factor;
+        if (!decays) h.weight_decay = 0;
+      },
+      o);
+  return o;
 }
 
 // The number of state tensors o keeps per parameter.

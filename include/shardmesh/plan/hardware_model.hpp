@@ -12,7 +12,7 @@
 //
 // Pure; no Kokkos or MPI.
 
-#include "shardmesh/parallel/stage_work.hpp"
+#include "shardmesh/plan/stage_work.hpp"
 
 #include <algorithm>
 #include <cmath>

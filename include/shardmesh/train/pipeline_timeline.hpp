@@ -12,9 +12,9 @@
 //   if (t) write(file, timeline_svg(*t, simulate(t->schedule, t->mean_costs())));
 
 #include "shardmesh/comm/communicator.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
-#include "shardmesh/parallel/pipeline_simulation.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
+#include "shardmesh/strategy/pipeline_simulation.hpp"
 
 #include <mpi.h>
 

@@ -4,7 +4,7 @@
 // self-attention, residual, layer norm, MLP, residual, then a final layer
 // norm and a vocabulary-parallel head whose logits stay sharded into the
 // cross-entropy. Explicit forward and backward; every collective comes from
-// the layers' layouts (layouts.hpp), with or without sequence parallelism.
+// the layers' layouts (transformer_layouts.hpp), with or without sequence parallelism.
 //
 //   gpt<float> model(mesh, config, [&](std::string const& name) { return values[name]; });
 //   auto f = model.forward(ids, targets);   // loss, logits
@@ -15,32 +15,31 @@
 // last) and runs forward_chunk / backward_chunk on what its neighbours send.
 
 #include "shardmesh/errors.hpp"
+#include "shardmesh/nn/attention.hpp"
+#include "shardmesh/nn/embedding.hpp"
+#include "shardmesh/nn/layer_norm.hpp"
+#include "shardmesh/nn/linear.hpp"
+#include "shardmesh/nn/mlp.hpp"
+#include "shardmesh/nn/parameter.hpp"
+#include "shardmesh/nn/saved_activations.hpp"
+#include "shardmesh/nn/stage_trace.hpp"
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
-#include "shardmesh/parallel/attention.hpp"
-#include "shardmesh/parallel/detail/saved_data.hpp"
-#include "shardmesh/parallel/embedding.hpp"
-#include "shardmesh/parallel/layer_norm.hpp"
-#include "shardmesh/parallel/layer_partition.hpp"
-#include "shardmesh/parallel/layouts.hpp"
-#include "shardmesh/parallel/linear.hpp"
-#include "shardmesh/parallel/mlp.hpp"
-#include "shardmesh/parallel/model_spec.hpp"
-#include "shardmesh/parallel/parameter.hpp"
+#include "shardmesh/plan/model_spec.hpp"
+#include "shardmesh/strategy/layer_partition.hpp"
+#include "shardmesh/strategy/transformer_layouts.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
-#include <any>
 #include <array>
 #include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -195,6 +194,7 @@ class gpt {
   // the blocks "h0" ..., L+1 "head" (the final layer norm and the head),
   // L+2 "loss". A part runs and holds the parameters of some of them.
   [[nodiscard]] std::size_t stage_count() const { return config_.layers + 3; }
+  [[nodiscard]] std::size_t block_count() const { return config_.layers; }
   [[nodiscard]] std::string stage_name(std::size_t s) const {
     if (s == 0) return "embedding";
     if (s <= config_.layers) return "h" + std::to_string(s - 1);
@@ -211,17 +211,8 @@ class gpt {
   [[nodiscard]] bound_layout boundary_layout() const { return bind(mesh_.shape(), layouts_.activation); }
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
 
-  // Called before and after each stage of forward and backward, e.g. to
-  // read the mesh's collective counters per layer, or to gather a stage's
-  // parameters just in time and reduce its gradients as soon as they are made.
-  struct stage_event {
-    std::size_t stage;
-    std::string_view name;
-    std::string_view phase;  // "forward" or "backward"
-    bool before;
-  };
-  using trace_hook = std::function<void(stage_event const&)>;
-  void trace(trace_hook hook) { trace_ = std::move(hook); }
+  // Called before and after each stage of forward and backward (stage_trace.hpp).
+  void trace(trace_hook hook) { trace_.set(std::move(hook)); }
 
   [[nodiscard]] transformer_layouts const& layouts() const { return layouts_; }
   [[nodiscard]] gpt_config const& config() const { return config_; }
@@ -281,26 +272,12 @@ class gpt {
   }
 
   // What the last forward saved for its backward, taken out of the layers,
-  // and put back: a pipeline keeps one per micro-batch in flight. `data`
-  // names the memory it holds (detail/saved_data.hpp).
-  struct saved_activations {
-    std::vector<std::any> members;
-    std::vector<void const*> data;
-  };
+  // and put back (saved_activations.hpp).
   saved_activations take_saved() {
-    saved_activations out;
-    visit_saved([&](auto& member) {
-      detail::add_saved_data(out.data, member);
-      out.members.emplace_back(std::move(member));
-      member = {};
-    });
-    return out;
+    return take_saved_of([&](auto&& visit) { visit_saved(visit); });
   }
   void restore_saved(saved_activations saved) {
-    std::size_t i = 0;
-    visit_saved([&](auto& member) {
-      member = std::move(*std::any_cast<std::remove_reference_t<decltype(member)>>(&saved.members[i++]));
-    });
+    restore_saved_into([&](auto&& visit) { visit_saved(visit); }, std::move(saved));
   }
 
   // visit(name, parameter) for every parameter, in the reference's order.
@@ -331,8 +308,6 @@ class gpt {
   using head_type = linear<"btc,cv->btv", T, MemorySpace>;
   using block = transformer_block<T, MemorySpace>;
 
-  static constexpr std::string_view forward_phase = "forward", backward_phase = "backward";
-
   template <class Visit>
   void visit_saved(Visit&& visit) {
     if (embedding_) embedding_->visit_saved(visit);
@@ -345,21 +320,12 @@ class gpt {
   // run()'s result, with the trace hook called before and after it.
   template <class Run>
   auto staged(std::size_t s, std::string_view phase, Run&& run) {
-    std::string const name = trace_ ? stage_name(s) : std::string();
-    if (trace_) trace_({s, name, phase, true});
-    if constexpr (std::is_void_v<decltype(run())>) {
-      run();
-      if (trace_) trace_({s, name, phase, false});
-    } else {
-      auto out = run();
-      if (trace_) trace_({s, name, phase, false});
-      return out;
-    }
+    return trace_.staged(s, [&] { return stage_name(s); }, phase, std::forward<Run>(run));
   }
 
   device_mesh mesh_;
   gpt_config config_;
-  trace_hook trace_;
+  stage_tracer trace_;
   transformer_layouts layouts_;
   model_part part_;
   std::optional<embedding<T, MemorySpace>> embedding_;

@@ -23,10 +23,10 @@
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"
-#include "shardmesh/parallel/detail/trainable.hpp"
 #include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/train/detail/trainable.hpp"
 
 #include <Kokkos_Core.hpp>
 

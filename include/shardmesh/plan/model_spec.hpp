@@ -27,9 +27,9 @@
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
-#include "shardmesh/parallel/layer_partition.hpp"
-#include "shardmesh/parallel/layouts.hpp"
-#include "shardmesh/parallel/stage_work.hpp"
+#include "shardmesh/plan/stage_work.hpp"
+#include "shardmesh/strategy/layer_partition.hpp"
+#include "shardmesh/strategy/transformer_layouts.hpp"
 
 #include <algorithm>
 #include <array>

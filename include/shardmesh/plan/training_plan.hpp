@@ -19,9 +19,9 @@
 //
 // Pure; no Kokkos or MPI.
 
-#include "shardmesh/parallel/model_spec.hpp"
-#include "shardmesh/parallel/pipeline_schedule.hpp"
-#include "shardmesh/parallel/state_sharding.hpp"
+#include "shardmesh/plan/model_spec.hpp"
+#include "shardmesh/strategy/pipeline_schedule.hpp"
+#include "shardmesh/strategy/state_sharding.hpp"
 
 #include <cstddef>
 #include <string>
