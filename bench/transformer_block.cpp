@@ -551,8 +551,11 @@ struct block_case {
     config.layers = 1;
     config.eps = eps;
     parallel::transformer_layouts const layouts(mesh.shape(), false);
-    ours.emplace(block_type::make(
-        mesh, config, layouts, [&](std::string const& name) { return parameter_values(s, name); }, ""));
+    // Block 0 as the GPT declares it ("h0.wq", ...), its values by the name within the block.
+    parallel::declared_parameters<float, host> const declared(
+        mesh, parallel::gpt_stage_parameters(config, mesh.shape(), 1),
+        [&](std::string const& name) { return parameter_values(s, name.substr(3)); });
+    ours.emplace(block_type::make(declared, config, layouts, "h0."));
     x_host = group_rows(s, r, group.index, 1);
     dy_host = group_rows(s, r, group.index, 2);
     std::size_t const b = s.batch / static_cast<std::size_t>(r.groups);

@@ -153,20 +153,17 @@ void take_run_options(options& o, std::string const& saved) {
 
 // Layer-norm gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in).
 parallel::parameter_source initial_values(parallel::gpt_config const& c, std::uint64_t seed) {
-  return [c, seed](std::string const& name) {
-    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(c)) {
-      if (n != name) continue;
-      std::size_t count = 1;
-      for (std::size_t e : extents) count *= e;
-      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
-      if (name.ends_with("_g") || name.ends_with("_b")) return v;
-      double const scale = 1 / std::sqrt(static_cast<double>(extents[0] * (extents.size() == 3 ? extents[1] : 1)));
-      std::uint64_t stream = 14695981039346656037ULL;  // FNV-1a of the name
-      for (char ch : name) stream = (stream ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
-      for (std::size_t i = 0; i < count; ++i) v[i] = scale * parallel::counter_random{seed}.uniform(stream, i);
-      return v;
-    }
-    return std::vector<double>{};
+  return [seed, declared = parallel::gpt_parameters(c)](std::string const& name) {
+    parallel::parameter_spec const* p = parallel::find_parameter(declared, name);
+    if (p == nullptr) return std::vector<double>{};
+    std::vector<double> v(p->elements(), name.ends_with("_g") ? 1.0 : 0.0);
+    if (name.ends_with("_g") || name.ends_with("_b")) return v;
+    std::vector<std::size_t> const& e = p->extents;
+    double const scale = 1 / std::sqrt(static_cast<double>(e[0] * (e.size() == 3 ? e[1] : 1)));
+    std::uint64_t stream = 14695981039346656037ULL;  // FNV-1a of the name
+    for (char ch : name) stream = (stream ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * parallel::counter_random{seed}.uniform(stream, i);
+    return v;
   };
 }
 
@@ -252,7 +249,8 @@ class run {
  private:
   // Chunk c of this stage is virtual stage c x pp + s of the balanced partition.
   std::deque<model_type> make_chunks(std::size_t pp, std::size_t v) {
-    auto const parts = parallel::partition_layers(config_.layers, pp * v, parallel::gpt_layer_costs(config_));
+    auto const parts = parallel::partition_layers(config_.layers, pp * v,
+                                                  parallel::partition_costs(parallel::gpt_description(config_)));
     std::deque<model_type> chunks;
     for (std::size_t c = 0; c < v; ++c)
       chunks.emplace_back(stage_, config_, initial_values(config_, o_.seed), parts[c * pp + mesh_.coordinates()[1]]);

@@ -12,17 +12,12 @@
 namespace shardmesh::bench {
 
 inline parallel::parameter_source synthetic_values(parallel::gpt_config const& config) {
-  return [config](std::string const& name) {
-    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(config)) {
-      if (n != name) continue;
-      std::size_t count = 1;
-      for (std::size_t e : extents) count *= e;
-      std::vector<double> v(count, name.ends_with("_g") ? 1.0 : 0.0);
-      if (!name.ends_with("_g") && !name.ends_with("_b"))
-        for (std::size_t i = 0; i < count; ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
-      return v;
-    }
-    return std::vector<double>{};
+  return [declared = parallel::gpt_parameters(config)](std::string const& name) {
+    parallel::parameter_spec const* p = parallel::find_parameter(declared, name);
+    std::vector<double> v(p != nullptr ? p->elements() : 0, name.ends_with("_g") ? 1.0 : 0.0);
+    if (!name.ends_with("_g") && !name.ends_with("_b"))
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.02 * static_cast<double>(i * 7919 % 201) / 100.0 - 0.02;
+    return v;
   };
 }
 

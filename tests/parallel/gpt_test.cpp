@@ -78,7 +78,7 @@ run train_step(device_mesh const& mesh, ref::config const& c, bool sequence_para
   run r{f.loss, gathered(f.logits), {}};
   model.for_each_parameter([&](std::string const& name, auto& p) { r.gradients[name] = gathered(p.grad()); });
   // The declared shapes are the model's, in its order.
-  auto const shapes = parallel::gpt_parameter_shapes(config_of(c, sequence_parallel));
+  auto const shapes = parallel::gpt_parameters(config_of(c, sequence_parallel));
   std::size_t i = 0;
   model.for_each_parameter([&](std::string const& name, auto& p) {
     REQUIRE(i < shapes.size());

@@ -1,5 +1,5 @@
 // The planner's model of the GPT against the real thing: the declared
-// stages (model_spec.hpp) name, size and place every parameter as the
+// stages (gpt_description.hpp) name, size and place every parameter as the
 // constructed model does, on every mesh of the world's ranks; each stage's
 // declared redistributions, planned by the algebra, issue exactly the
 // collectives and bytes the model's forward and backward do; and for every
@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,7 +70,7 @@ TEST_CASE("the declared stages name, size and place every parameter as the model
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n / tp}, {"tp", tp}});
       model m(mesh, g, [&](std::string const& name) { return start.at(name); });
       std::vector<parallel::parameter_spec> declared;
-      for (parallel::stage_spec const& s : parallel::gpt_stage_specs(g))
+      for (parallel::stage_description const& s : parallel::gpt_description(g).stages(mesh.shape(), n))
         declared.insert(declared.end(), s.parameters.begin(), s.parameters.end());
       std::size_t i = 0;
       m.for_each_parameter([&](std::string const& name, auto const& p) {
@@ -77,7 +78,7 @@ TEST_CASE("the declared stages name, size and place every parameter as the model
         REQUIRE(i < declared.size());
         CHECK(declared[i].name == name);
         CHECK(std::equal(declared[i].extents.begin(), declared[i].extents.end(), p.global_extents().begin()));
-        CHECK(p.layout_of() == m.layouts().*declared[i].placement);
+        CHECK(p.layout_of() == declared[i].placement);
         ++i;
       });
       CHECK(i == declared.size());
@@ -145,15 +146,16 @@ TEST_CASE("predicted parameters, gradients, optimizer state and activations equa
   parallel::gpt_config g = gpt_config_of(c);
   g.sequence_parallel = sequence_parallel;
   values const start = by_name(c, ref::init_parameters(c, 3));
-  parallel::gpt_memory_model const predict(g);
+  auto const description = std::make_shared<parallel::gpt_description const>(g);
+  parallel::memory_model const predict(*description);
   std::size_t runs = 0;
-  for (parallel::training_plan const& plan : parallel::candidate_plans({g, global, n, 2})) {
+  for (parallel::training_plan const& plan : parallel::candidate_plans({description, global, n, 2})) {
     if (plan.micro_batches > 2 * plan.pp) continue;
     INFO(to_string(plan) << (sequence_parallel ? " sp" : ""));
     device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
     device_mesh const stage = mesh.submesh({"dp", "tp"});
     std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
-    auto const parts = parallel::partition_layers(c.L, plan.pp * v, parallel::gpt_layer_costs(g));
+    auto const parts = parallel::partition_layers(c.L, plan.pp * v, parallel::partition_costs(*description));
     std::deque<model> chunks;
     std::vector<model*> pointers;
     for (std::size_t k = 0; k < v; ++k) {

@@ -223,16 +223,15 @@ TEST_CASE("the first and last stages' ledgers hold the embedding and the head be
     std::size_t const stage = static_cast<std::size_t>(test::world_rank()) / tp % pp;
     parallel::model_part const part = parallel::partition_layers(c.L, pp)[stage];
     std::size_t elements = 0;
-    for (auto const& [name, extents] : parallel::gpt_parameter_shapes(gpt_config_of(c))) {
+    for (parallel::parameter_spec const& p : parallel::gpt_parameters(gpt_config_of(c))) {
+      std::string const& name = p.name;
       bool const block = name.starts_with("h") && name != "h";
       std::size_t const layer = block ? std::stoul(name.substr(1, name.find('.') - 1)) : 0;
       bool const held = block ? layer >= part.first && layer < part.last
                               : (name.starts_with("w") && name.size() == 3 ? part.embedding : part.head);
       if (!held) continue;
       CHECK(h.parameters.contains(name));
-      std::size_t n = 1;
-      for (std::size_t e : extents) n *= e;
-      elements += n;
+      elements += p.elements();
     }
     CHECK(facts.parameter_bytes == elements * sizeof(float));
   }
@@ -246,10 +245,14 @@ TEST_CASE("bad pipelines are refused with the same error on every rank", "[paral
   CHECK_THROWS_WITH(parallel::partition_layers(2, 4),
                     "pipeline: 4 chunks cannot each hold a layer of 2 (a stage with no layers)");
   // Balanced by cost: a heavy head leaves the last chunk fewer blocks; every block placed once.
-  auto const parts = parallel::partition_layers(7, 3, {1.0, 0.0, 2.0});  // the only best: 3, 3, 1 (+2)
+  auto const parts = parallel::partition_layers(7, 3, {{}, 0.0, 2.0});  // the only best: 3, 3, 1 (+2)
   CHECK(parts[0] == parallel::model_part{0, 3, true, false});
   CHECK(parts[1] == parallel::model_part{3, 6, false, false});
   CHECK(parts[2] == parallel::model_part{6, 7, false, true});
+  // Blocks of their own costs: the heavy one gets a chunk to itself.
+  auto const uneven = parallel::partition_layers(4, 2, {{5, 1, 1, 1}, 0, 0});
+  CHECK(uneven[0] == parallel::model_part{0, 1, true, false});
+  CHECK_THROWS_WITH(parallel::partition_layers(4, 2, {{1, 1}, 0, 0}), "pipeline: 2 block costs for 4 layers");
 
   auto const [dp, pp, tp] = meshes().front();
   ref::config const c = config_for(2 * dp);

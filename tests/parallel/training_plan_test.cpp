@@ -5,9 +5,9 @@
 // under a second, the memory model's totals obey ZeRO's table, a hardware
 // model fits and looks up what calibration measured, and the time model
 // charges each plan for what it does, the library's own costs included.
+#include <shardmesh/models/gpt_description.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
 #include <shardmesh/plan/memory_model.hpp>
-#include <shardmesh/plan/model_spec.hpp>
 #include <shardmesh/plan/time_model.hpp>
 #include <shardmesh/plan/training_plan.hpp>
 
@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,16 @@ gpt_config small(std::size_t layers, std::size_t heads) {
   return {.vocabulary = 50, .sequence = 5, .hidden = 10, .heads = heads, .head_size = 4, .ffn = 18, .layers = layers};
 }
 
+std::shared_ptr<model_description const> gpt(gpt_config const& c) { return std::make_shared<gpt_description const>(c); }
+
+// A one-rank stage mesh and micro-batch: the stages of a model as the partition weighs them.
+std::vector<stage_description> stages_of(model_description const& model) {
+  return model.stages(mesh_shape{{"tp", 1}}, 1);
+}
+
 // Validity as the planner's documentation states it, written independently.
 bool valid(training_problem const& problem, training_plan const& p) {
-  gpt_config const& c = problem.model;
+  gpt_config const& c = dynamic_cast<gpt_description const&>(*problem.model).config();
   bool const interleaved = p.schedule == schedule_kind::interleaved;
   return p.dp * p.tp * p.pp == problem.ranks && p.micro_batch * p.micro_batches * p.dp == problem.global_batch &&
          p.tp <= c.heads && p.pp * p.virtual_stages <= c.layers && (p.dp > 1 || p.zero == zero_stage::none) &&
@@ -60,7 +68,7 @@ TEST_CASE("the candidate plans are exactly the valid ones, each once", "[paralle
   for (std::size_t ranks : {1, 2, 3, 4, 6, 8})
     for (std::size_t global : {1, 4, 6, 8})
       for (std::size_t layers : {1, 2, 4}) {
-        training_problem const problem{small(layers, 3), global, ranks, 3};
+        training_problem const problem{gpt(small(layers, 3)), global, ranks, 3};
         INFO(ranks << " ranks, global batch " << global << ", " << layers << " layers");
         std::vector<training_plan> want;
         for (std::size_t dp = 1; dp <= ranks; ++dp)
@@ -83,7 +91,7 @@ TEST_CASE("the candidate plans are exactly the valid ones, each once", "[paralle
 }
 
 TEST_CASE("a plan that cannot run says why", "[parallel][planner]") {
-  training_problem const problem{small(4, 3), 8, 4};
+  training_problem const problem{gpt(small(4, 3)), 8, 4};
   auto const error = [&](training_plan const& p) { return training_plan_error(problem, p); };
   CHECK(error({.dp = 2, .tp = 1, .pp = 1, .micro_batch = 4, .micro_batches = 1}) ==
         "plan: dp x tp x pp = 2, not the 4 ranks");
@@ -117,9 +125,10 @@ TEST_CASE("64 ranks and a 32-layer model: every plan enumerated, sized and timed
           "[parallel][planner]") {
   gpt_config const c{
       .vocabulary = 50304, .sequence = 2048, .hidden = 4096, .heads = 32, .head_size = 128, .ffn = 16384, .layers = 32};
-  training_problem const problem{c, 512, 64};
+  training_problem const problem{gpt(c), 512, 64};
   auto const start = std::chrono::steady_clock::now();
-  gpt_memory_model const model(c);
+  gpt_description const description(c);
+  memory_model const model(description);
   time_model const time(model, machine(1e-5, 1e-9));
   std::vector<training_plan> const plans = candidate_plans(problem);
   std::size_t largest = 0;
@@ -141,13 +150,10 @@ TEST_CASE("64 ranks and a 32-layer model: every plan enumerated, sized and timed
 
 TEST_CASE("the memory model follows ZeRO's table, summed over the ranks", "[parallel][planner]") {
   gpt_config const c = small(4, 4);
-  gpt_memory_model const model(c);
+  gpt_description const description(c);
+  memory_model const model(description);
   std::size_t psi = 0;
-  for (parameter_shape const& p : gpt_parameter_shapes(c)) {
-    std::size_t n = 1;
-    for (std::size_t e : p.extents) n *= e;
-    psi += n;
-  }
+  for (parameter_spec const& p : gpt_parameters(c)) psi += p.elements();
   // One stage, no tensor parallelism: replicas hold 16 Psi (ZeRO-0), or their shares.
   for (std::size_t dp : {1, 2, 3}) {
     for (unsigned z = 0; z < (dp > 1 ? 4U : 1U); ++z) {
@@ -246,10 +252,11 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(d.collective_seconds(collective_kind::all_gather, 2, 0, 1, true) == 5e-6);
   CHECK(d.collective_seconds(collective_kind::all_reduce, 2, 0, 1, true) == 2e-6);
   // The library's own cost per stage, by the kind of the stage: 0 the embedding, 1 to L the blocks, then head, loss.
-  CHECK(kind_of_stage(0, 4) == stage_kind::embedding);
-  for (std::size_t s = 1; s <= 4; ++s) CHECK(kind_of_stage(s, 4) == stage_kind::block);
-  CHECK(kind_of_stage(5, 4) == stage_kind::head);
-  CHECK(kind_of_stage(6, 4) == stage_kind::loss);
+  gpt_config const four = small(4, 3);
+  CHECK(gpt_stage_kind(four, 0) == stage_kind::embedding);
+  for (std::size_t s = 1; s <= 4; ++s) CHECK(gpt_stage_kind(four, s) == stage_kind::block);
+  CHECK(gpt_stage_kind(four, 5) == stage_kind::head);
+  CHECK(gpt_stage_kind(four, 6) == stage_kind::loss);
   h.overheads[static_cast<std::size_t>(stage_kind::head)] = {1e-5, 3e-5};
   CHECK(h.overhead(stage_kind::head).backward == 3e-5);
   CHECK(h.overhead(stage_kind::block).forward == 0);  // none measured: none charged
@@ -270,7 +277,11 @@ TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backw
     CHECK(flops(1, 1, 1, 1) == Catch::Approx(block));
     CHECK(flops(1, 1, 3, 1) == Catch::Approx(head));
     CHECK(flops(1, 1, 4, 1) == 0);
-    CHECK(gpt_layer_costs(c).block == Catch::Approx(block / T));
+    layer_costs const costs = partition_costs(gpt_description(c));
+    REQUIRE(costs.blocks.size() == 2);
+    CHECK(costs.blocks[1] == Catch::Approx(block));
+    CHECK(costs.embedding == 0);
+    CHECK(costs.head == Catch::Approx(head));
     for (std::size_t dp : {1, 2})
       for (std::size_t tp : {1, 2, 4})
         for (std::size_t stage : {1, 3}) {
@@ -290,14 +301,15 @@ TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backw
 TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner]") {
   gpt_config const c{
       .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
-  gpt_memory_model const model(c);
+  gpt_description const description(c);
+  memory_model const model(description);
   time_model const free_links(model, machine(0, 0)), slow_links(model, machine(1e-5, 1e-9));
   training_plan const one{.micro_batch = 8};
   step_time const t = free_links.predict(one);
   // One rank: no bubble, no collective, and the compute is the products' flops (the backward's twice the
   // forward's) at the rate plus the kernels' streamed bytes at the bandwidth.
   double flops = 0, bytes = 0;
-  for (std::size_t s = 0; s < model.stages().size(); ++s) {
+  for (std::size_t s = 0; s < stages_of(description).size(); ++s) {
     stage_work const w = gpt_stage_work(c, mesh_shape{{"tp", 1}}, s, 8);
     flops += 3 * forward_flops(w);
     for (auto const* part : {&w.forward, &w.input, &w.weight})
@@ -375,7 +387,8 @@ TEST_CASE("the time model charges the library's own costs: per stage and micro-b
           "[parallel][planner]") {
   gpt_config const c{
       .vocabulary = 512, .sequence = 64, .hidden = 128, .heads = 4, .head_size = 32, .ffn = 512, .layers = 4};
-  gpt_memory_model const model(c);
+  gpt_description const description(c);
+  memory_model const model(description);
   hardware_model const plain = machine(0, 0);
   hardware_model costly = plain;
   // Distinct powers of two: each sum below is exact.
@@ -397,7 +410,7 @@ TEST_CASE("the time model charges the library's own costs: per stage and micro-b
   time_model const gathering(model, costly);
   training_plan const z3{.dp = 2, .zero = zero_stage::parameters, .micro_batch = 2, .micro_batches = 4};
   std::size_t parameters = 0;
-  for (stage_spec const& s : model.stages()) parameters += s.parameters.size();
+  for (stage_description const& s : stages_of(description)) parameters += s.parameters.size();
   CHECK(gathering.predict(z3).parameter_gather - with.predict(z3).parameter_gather ==
         Catch::Approx(4 * 2 * static_cast<double>(parameters) * 1e-5));
   // ZeRO-1 gathers every updated parameter back once a step.
@@ -418,4 +431,66 @@ TEST_CASE("the time model charges the library's own costs: per stage and micro-b
   CHECK(deferring.predict(z3).parameter_gather - waiting.predict(z3).parameter_gather ==
         Catch::Approx(4 * 2 * static_cast<double>(parameters) * 1e-4));
   CHECK(deferring.predict(z1).data_parallel == Catch::Approx(waiting.predict(z1).data_parallel));
+}
+
+namespace {
+
+// A model written only as a description: an input stage, blocks of the given widths (one [w, w] matrix
+// each, replicated, keeping its [samples, w] input), and an output stage; no collectives.
+class widths_model final : public model_description {
+ public:
+  explicit widths_model(std::vector<std::size_t> widths) : widths_(std::move(widths)) {}
+  [[nodiscard]] std::size_t blocks() const override { return widths_.size(); }
+  [[nodiscard]] std::vector<stage_description> stages(mesh_shape const&, std::size_t samples) const override {
+    layout const matrix{replicated, replicated};
+    std::vector<stage_description> out{{"in", stage_place::first, stage_kind::embedding, {}, {}, {}, {}}};
+    for (std::size_t b = 0; b < widths_.size(); ++b) {
+      std::size_t const w = widths_[b];
+      stage_description s{"b" + std::to_string(b), stage_place::block, stage_kind::block, {}, {}, {}, {}};
+      s.parameters = {{"b" + std::to_string(b) + ".w", {w, w}, matrix}};
+      s.saved = {{"x", {samples, w}, matrix}};
+      s.work.products = {{1, samples, w, w, true}};
+      out.push_back(std::move(s));
+    }
+    out.push_back({"out", stage_place::last, stage_kind::head, {}, {}, {}, {}});
+    return out;
+  }
+  [[nodiscard]] boundary_spec boundary(mesh_shape const&, std::size_t samples) const override {
+    return {{samples, widths_.front()}, layout{replicated, replicated}};
+  }
+  [[nodiscard]] std::string tensor_parallel_error(std::size_t tp) const override {
+    return tp > 1 ? "this model has no tensor parallelism" : "";
+  }
+
+ private:
+  std::vector<std::size_t> widths_;
+};
+
+}  // namespace
+
+TEST_CASE("blocks that differ are sized, placed and weighed each as it is", "[parallel][planner]") {
+  // Widths 8, 2, 2, 2, 2: the partition weighs block flops (w^2 each), so two stages cut after the first block.
+  widths_model const model({8, 2, 2, 2, 2});
+  layer_costs const costs = partition_costs(model);
+  REQUIRE(costs.blocks == std::vector<double>{128, 8, 8, 8, 8});
+  std::vector<model_part> const parts = partition_layers(5, 2, costs);
+  CHECK(parts[0].last == 1);
+  memory_model const memory(model);
+  training_plan const plan{.pp = 2, .micro_batch = 3, .micro_batches = 2, .schedule = schedule_kind::gpipe};
+  CHECK(memory.held_stages(plan, 0) == std::vector<std::vector<std::size_t>>{{0, 1}});
+  CHECK(memory.held_stages(plan, 1) == std::vector<std::vector<std::size_t>>{{2, 3, 4, 5, 6}});
+  // Stage 0: one 8 x 8 matrix (parameters, gradients, Adam's two moments) and GPipe's two micro-batches of [3, 8].
+  state_memory const first = memory.state(plan, 0, 4, 2);
+  CHECK(first.parameters == 64 * 4);
+  CHECK(first.gradients == 64 * 4);
+  CHECK(first.optimizer_state == 2 * 64 * 4);
+  CHECK(first.activations == 2 * 3 * 8 * 4);
+  // Stage 1: four 2 x 2 matrices, each keeping [3, 2] per micro-batch.
+  state_memory const last = memory.state(plan, 1, 4, 2);
+  CHECK(last.parameters == 4 * 4 * 4);
+  CHECK(last.activations == 2 * 4 * 3 * 2 * 4);
+  // The model's own limit on tensor parallelism is the planner's.
+  training_problem const problem{std::make_shared<widths_model const>(std::vector<std::size_t>{8, 2}), 4, 2};
+  CHECK(training_plan_error(problem, {.tp = 2, .micro_batch = 4}) == "plan: this model has no tensor parallelism");
+  for (training_plan const& p : candidate_plans(problem)) CHECK(p.tp == 1);
 }

@@ -256,7 +256,7 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   shardmesh::mesh_shape const alone{{"dp", 1}, {"tp", 1}};
   std::size_t const layers = planner_tool::tiny_gpt.layers;
   for (std::size_t s : {std::size_t{0}, std::size_t{1}, layers + 1, layers + 2}) {  // one stage of each kind
-    auto const kind = shardmesh::parallel::kind_of_stage(s, layers);
+    auto const kind = shardmesh::parallel::gpt_stage_kind(planner_tool::tiny_gpt, s);
     auto const a = shardmesh::parallel::stage_arithmetic(
         h, shardmesh::parallel::gpt_stage_work(planner_tool::tiny_gpt, alone, s, 1));
     auto const& measured = stages[static_cast<std::size_t>(kind)];

@@ -245,14 +245,9 @@ std::vector<parallel::stage_overhead> measure_stage_seconds(communicator const& 
   parallel::gpt_config const& c = tiny_gpt;
   std::size_t const kinds = std::size(parallel::stage_kinds);
   // Every value alike: the time does not depend on them.
-  parallel::parameter_source const values = [&](std::string const& name) {
-    for (auto const& [n, extents] : parallel::gpt_parameter_shapes(c))
-      if (n == name) {
-        std::size_t count = 1;
-        for (std::size_t e : extents) count *= e;
-        return std::vector<double>(count, name.ends_with("_g") ? 1.0 : 0.01);
-      }
-    return std::vector<double>{};
+  parallel::parameter_source const values = [declared = parallel::gpt_parameters(c)](std::string const& name) {
+    parallel::parameter_spec const* p = parallel::find_parameter(declared, name);
+    return std::vector<double>(p != nullptr ? p->elements() : 0, name.ends_with("_g") ? 1.0 : 0.01);
   };
   device_mesh const mesh(MPI_COMM_SELF, mesh_shape{{"dp", 1}, {"tp", 1}});  // no collective
   parallel::gpt<float, Kokkos::HostSpace> model(mesh, c, values);
@@ -266,7 +261,7 @@ std::vector<parallel::stage_overhead> measure_stage_seconds(communicator const& 
       started = MPI_Wtime();
       return;
     }
-    stage_kind const k = parallel::kind_of_stage(e.stage, c.layers);
+    stage_kind const k = parallel::gpt_stage_kind(c, e.stage);
     double const share = k == stage_kind::block ? 1.0 / static_cast<double>(c.layers) : 1.0;
     run[2 * static_cast<std::size_t>(k) + (e.phase == "forward" ? 0 : 1)] += share * (MPI_Wtime() - started);
   });

@@ -7,8 +7,8 @@
 // and keeps each figure's fastest (keep_faster).
 
 #include <shardmesh/comm/communicator.hpp>
+#include <shardmesh/models/gpt_description.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
-#include <shardmesh/plan/model_spec.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ std::string ms(double seconds) {
 
 // Every candidate, sized and (if it fits) timed; feasible first, fastest first.
 std::vector<judged_plan> judge(training_problem const& problem, hardware_model const& hardware, std::size_t capacity) {
-  gpt_memory_model const memory(problem.model);
+  memory_model const memory(*problem.model);
   time_model const time(memory, hardware);
   std::vector<judged_plan> out;
   for (training_plan const& plan : candidate_plans(problem)) {
@@ -118,11 +119,12 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   hardware_model const hardware = planner_tool::read_hardware(hardware_file);
-  training_problem const problem{planner_tool::read_model(model_file), global_batch, ranks, max_virtual};
+  gpt_config const model = planner_tool::read_model(model_file);
+  training_problem const problem{std::make_shared<gpt_description const>(model), global_batch, ranks, max_virtual};
   std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
   std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
   if (json) {
-    std::cout << planner_tool::plans_json(problem, hardware, capacity, plans);
+    std::cout << planner_tool::plans_json(model, problem, hardware, capacity, plans);
   } else {
     std::size_t const feasible = static_cast<std::size_t>(
         std::count_if(plans.begin(), plans.end(), [](judged_plan const& p) { return p.dropped.empty(); }));

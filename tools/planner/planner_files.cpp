@@ -88,9 +88,8 @@ gpt_config read_model(std::string const& path) {
   return c;
 }
 
-std::string plans_json(shardmesh::parallel::training_problem const& problem, hardware_model const& hardware,
-                       std::size_t capacity, std::vector<judged_plan> const& plans) {
-  gpt_config const& c = problem.model;
+std::string plans_json(gpt_config const& c, shardmesh::parallel::training_problem const& problem,
+                       hardware_model const& hardware, std::size_t capacity, std::vector<judged_plan> const& plans) {
   json out{{"model",
             {{"vocabulary", c.vocabulary},
              {"sequence", c.sequence},

@@ -5,9 +5,9 @@
 // "measured": false. The model file: a gpt_config as JSON. The ranked
 // plans as JSON. docs/07-choosing-a-strategy.md shows each.
 
+#include <shardmesh/models/gpt_description.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
 #include <shardmesh/plan/memory_model.hpp>
-#include <shardmesh/plan/model_spec.hpp>
 #include <shardmesh/plan/time_model.hpp>
 #include <shardmesh/plan/training_plan.hpp>
 
@@ -33,7 +33,8 @@ struct judged_plan {
   std::string dropped;  // empty: feasible
 };
 
-[[nodiscard]] std::string plans_json(shardmesh::parallel::training_problem const& problem,
+[[nodiscard]] std::string plans_json(shardmesh::parallel::gpt_config const& model,
+                                     shardmesh::parallel::training_problem const& problem,
                                      shardmesh::parallel::hardware_model const& hardware, std::size_t capacity,
                                      std::vector<judged_plan> const& plans);
 

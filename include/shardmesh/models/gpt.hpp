@@ -15,7 +15,9 @@
 // last) and runs forward_chunk / backward_chunk on what its neighbours send.
 
 #include "shardmesh/errors.hpp"
+#include "shardmesh/models/gpt_description.hpp"
 #include "shardmesh/nn/attention.hpp"
+#include "shardmesh/nn/declared_parameters.hpp"
 #include "shardmesh/nn/embedding.hpp"
 #include "shardmesh/nn/layer_norm.hpp"
 #include "shardmesh/nn/linear.hpp"
@@ -26,7 +28,6 @@
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
-#include "shardmesh/plan/model_spec.hpp"
 #include "shardmesh/strategy/layer_partition.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
@@ -45,24 +46,10 @@
 
 namespace shardmesh::parallel {
 
-// Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
-using parameter_source = std::function<std::vector<double>(std::string const& name)>;
-
-template <class T, class MemorySpace, std::size_t Rank>
-parameter<T, Rank, MemorySpace> make_parameter(device_mesh const& mesh, parameter_source const& values,
-                                               std::string const& name, layout const& l,
-                                               std::array<std::size_t, Rank> const& extents) {
-  return {name, mesh, l, extents, values(name)};
-}
-
 template <class T, class MemorySpace>
-layer_norm<T, 3, MemorySpace> make_layer_norm(device_mesh const& mesh, gpt_config const& c,
-                                              transformer_layouts const& layouts, parameter_source const& values,
+layer_norm<T, 3, MemorySpace> make_layer_norm(declared_parameters<T, MemorySpace> const& declared, gpt_config const& c,
                                               std::string const& name) {
-  using e1 = std::array<std::size_t, 1>;
-  return {make_parameter<T, MemorySpace>(mesh, values, name + "_g", layouts.vector, e1{c.hidden}),
-          make_parameter<T, MemorySpace>(mesh, values, name + "_b", layouts.vector, e1{c.hidden}),
-          static_cast<T>(c.eps)};
+  return {declared.template take<1>(name + "_g"), declared.template take<1>(name + "_b"), static_cast<T>(c.eps)};
 }
 
 template <class T, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
@@ -79,31 +66,20 @@ class transformer_block {
         mlp_(std::move(feed)),
         activation_(std::move(activation_layout)) {}
 
-  // A block with its parameters named prefix + "wq" etc. (values as for gpt).
-  static transformer_block make(device_mesh const& mesh, gpt_config const& c, transformer_layouts const& layouts,
-                                parameter_source const& values, std::string const& prefix) {
-    using e2 = std::array<std::size_t, 2>;
-    using e3 = std::array<std::size_t, 3>;
+  // A block from its declared parameters, named prefix + "wq" etc. (gpt_description.hpp).
+  static transformer_block make(declared_parameters<T, MemorySpace> const& declared, gpt_config const& c,
+                                transformer_layouts const& layouts, std::string const& prefix) {
     using attn = attention<T, MemorySpace>;
     using feed = mlp<T, MemorySpace>;
     auto const projection = [&](std::string const& name) {
-      return typename attn::projection(make_parameter<T, MemorySpace>(mesh, values, prefix + name, layouts.heads_in,
-                                                                      e3{c.hidden, c.heads, c.head_size}),
-                                       layouts.whole_rows, layouts.heads);
+      return typename attn::projection(declared.template take<3>(prefix + name), layouts.whole_rows, layouts.heads);
     };
     attn a(projection("wq"), projection("wk"), projection("wv"),
-           typename attn::output(make_parameter<T, MemorySpace>(mesh, values, prefix + "wo", layouts.heads_out,
-                                                                e3{c.heads, c.head_size, c.hidden}),
-                                 layouts.heads, layouts.activation));
-    feed f(typename feed::up(
-               make_parameter<T, MemorySpace>(mesh, values, prefix + "w1", layouts.column, e2{c.hidden, c.ffn}),
-               layouts.whole_rows, layouts.features),
-           typename feed::down(
-               make_parameter<T, MemorySpace>(mesh, values, prefix + "w2", layouts.row, e2{c.ffn, c.hidden}),
-               layouts.features, layouts.activation));
-    return {make_layer_norm<T, MemorySpace>(mesh, c, layouts, values, prefix + "ln1"), std::move(a),
-            make_layer_norm<T, MemorySpace>(mesh, c, layouts, values, prefix + "ln2"), std::move(f),
-            layouts.activation};
+           typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation));
+    feed f(typename feed::up(declared.template take<2>(prefix + "w1"), layouts.whole_rows, layouts.features),
+           typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
+    return {make_layer_norm(declared, c, prefix + "ln1"), std::move(a), make_layer_norm(declared, c, prefix + "ln2"),
+            std::move(f), layouts.activation};
   }
 
   activation forward(activation const& x, exec_type const& exec = {}) {
@@ -174,32 +150,28 @@ class gpt {
       : mesh_(mesh), config_(config), layouts_(mesh.shape(), config.sequence_parallel), part_(part) {
     auto const& c = config;
     part_.last = std::min(part_.last, c.layers);
-    using e2 = std::array<std::size_t, 2>;
-    if (part_.embedding)
-      embedding_.emplace(
-          make_parameter<T, MemorySpace>(mesh, values, "wte", layouts_.vocabulary, e2{c.vocabulary, c.hidden}),
-          make_parameter<T, MemorySpace>(mesh, values, "wpe", layouts_.matrix, e2{c.sequence, c.hidden}),
-          layouts_.activation);
+    auto const declared = [&](std::size_t stage) {
+      return declared_parameters<T, MemorySpace>(mesh, gpt_stage_parameters(c, mesh.shape(), stage), values);
+    };
+    if (part_.embedding) {
+      auto const p = declared(0);
+      embedding_.emplace(p.template take<2>("wte"), p.template take<2>("wpe"), layouts_.activation);
+    }
     for (std::size_t l = part_.first; l < part_.last; ++l)
-      blocks_.push_back(block::make(mesh, c, layouts_, values, "h" + std::to_string(l) + "."));
+      blocks_.push_back(block::make(declared(l + 1), c, layouts_, "h" + std::to_string(l) + "."));
     if (part_.head) {
-      final_norm_ = make_layer_norm<T, MemorySpace>(mesh, c, layouts_, values, "lnf");
-      head_ =
-          head_type(make_parameter<T, MemorySpace>(mesh, values, "whead", layouts_.column, e2{c.hidden, c.vocabulary}),
-                    layouts_.whole_rows, layouts_.features);
+      auto const p = declared(c.layers + 1);
+      final_norm_ = make_layer_norm(p, c, "lnf");
+      head_ = head_type(p.template take<2>("whead"), layouts_.whole_rows, layouts_.features);
     }
   }
 
-  // The stages of the whole model, in forward order: 0 "embedding", 1 to L
-  // the blocks "h0" ..., L+1 "head" (the final layer norm and the head),
-  // L+2 "loss". A part runs and holds the parameters of some of them.
+  // The stages of the whole model, in forward order, numbered and named
+  // as gpt_description.hpp declares them. A part runs and holds the
+  // parameters of some of them.
   [[nodiscard]] std::size_t stage_count() const { return config_.layers + 3; }
   [[nodiscard]] std::size_t block_count() const { return config_.layers; }
-  [[nodiscard]] std::string stage_name(std::size_t s) const {
-    if (s == 0) return "embedding";
-    if (s <= config_.layers) return "h" + std::to_string(s - 1);
-    return s == config_.layers + 1 ? "head" : "loss";
-  }
+  [[nodiscard]] std::string stage_name(std::size_t s) const { return gpt_stage_name(config_, s); }
   [[nodiscard]] model_part const& part() const { return part_; }
   // A new, uninitialised tensor of what crosses a chunk boundary for a
   // micro-batch of these ids: the activation, or its gradient, [batch,

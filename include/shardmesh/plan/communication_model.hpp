@@ -1,6 +1,6 @@
 #pragma once
 // What a stage's redistributions communicate, from the algebra's own plans:
-// each declared transition (model_spec.hpp) planned by plan_redistribution
+// each declared transition (model_description.hpp) planned by plan_redistribution
 // on the stage mesh, and each communicating step's calls and the bytes a
 // rank receives (plan_traffic.hpp), summed by collective. The planner's
 // time model prices them with the calibrated alpha + beta x bytes; a test
@@ -10,7 +10,7 @@
 
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/planner.hpp"
-#include "shardmesh/plan/model_spec.hpp"
+#include "shardmesh/plan/model_description.hpp"
 
 #include <algorithm>
 #include <cstddef>

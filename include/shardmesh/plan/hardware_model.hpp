@@ -73,21 +73,6 @@ struct kernel_fit {
   link_cost cost;
 };
 
-// The kinds of a GPT's stages (model_spec.hpp numbers them 0 embedding, 1
-// to L the blocks, L + 1 the head, L + 2 the loss).
-enum class stage_kind { embedding, block, head, loss };
-inline constexpr stage_kind stage_kinds[] = {stage_kind::embedding, stage_kind::block, stage_kind::head,
-                                             stage_kind::loss};
-[[nodiscard]] constexpr std::string_view to_string(stage_kind k) {
-  constexpr std::string_view names[] = {"embedding", "block", "head", "loss"};
-  return names[static_cast<std::size_t>(k)];
-}
-[[nodiscard]] constexpr stage_kind kind_of_stage(std::size_t stage, std::size_t layers) {
-  if (stage == 0) return stage_kind::embedding;
-  if (stage <= layers) return stage_kind::block;
-  return stage == layers + 1 ? stage_kind::head : stage_kind::loss;
-}
-
 // The library's own seconds for one stage's forward and backward of a
 // micro-batch beyond the arithmetic the planner prices (products and
 // kernels): its ops' layouts, result buffers, launches and bookkeeping,

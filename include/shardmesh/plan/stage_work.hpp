@@ -91,6 +91,16 @@ struct kernel_spec {
   std::size_t calls = 1;
 };
 
+// Which of the library's calibrated per-stage overheads a stage pays
+// (hardware_model.hpp): the embedding's, a block's, the head's, the loss's.
+enum class stage_kind { embedding, block, head, loss };
+inline constexpr stage_kind stage_kinds[] = {stage_kind::embedding, stage_kind::block, stage_kind::head,
+                                             stage_kind::loss};
+[[nodiscard]] constexpr std::string_view to_string(stage_kind k) {
+  constexpr std::string_view names[] = {"embedding", "block", "head", "loss"};
+  return names[static_cast<std::size_t>(k)];
+}
+
 struct stage_work {
   std::vector<product_spec> products;               // F's; I's and W's derived
   std::vector<kernel_spec> forward, input, weight;  // kernels of F, I and W

@@ -1,6 +1,6 @@
 #pragma once
 // The planner's time model: a plan's step time on a machine, from the
-// model's declarations (model_spec.hpp), the algebra's plans of its
+// model's description (model_description.hpp), the algebra's plans of its
 // redistributions (communication_model.hpp) and the machine's calibration
 // (hardware_model.hpp). For each pipeline stage (the slowest rank of it,
 // which holds the embedding or the head where it has them):
@@ -97,14 +97,13 @@ struct stage_seconds {
 
 class time_model {
  public:
-  time_model(gpt_memory_model const& model, hardware_model hardware) : model_(&model), hardware_(std::move(hardware)) {}
+  time_model(memory_model const& model, hardware_model hardware) : model_(&model), hardware_(std::move(hardware)) {}
 
   // Precondition: training_plan_error is empty.
   [[nodiscard]] step_time predict(training_plan const& plan, std::size_t element_bytes = 4,
                                   std::size_t state_tensors = 2,
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
-    gpt_config const& c = model_->config();
-    mesh_shape const stage_mesh{{"dp", plan.dp}, {"tp", plan.tp}};
+    mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
     std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
     // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
     std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
@@ -117,7 +116,7 @@ class time_model {
       double tp_here = 0, gather_here = 0;
       for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
         for (std::size_t st : chunk) {
-          action_cost const a = cached_stage_cost(plan, stage_mesh, st, samples, element_bytes);
+          action_cost const a = cached_stage_cost(plan, stage_mesh, st, element_bytes);
           double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
           work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
           apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
@@ -153,14 +152,15 @@ class time_model {
       tp_per_micro = std::max(tp_per_micro, tp_here);
       gather_per_micro = std::max(gather_per_micro, gather_here);
     }
-    double const activation_bytes = static_cast<double>(samples / plan.dp * c.sequence * c.hidden * element_bytes) /
-                                    (c.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
+    boundary_spec const boundary = model_->model().boundary(stage_mesh, samples);
+    double const activation_bytes =
+        static_cast<double>(local_elements(stage_mesh, boundary.placement, boundary.extents, 0) * element_bytes);
     action_costs const costs{
         per_stage,
         plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
         collectives};
-    pipeline_simulation const sim = sharing > 1 ? simulate_shared(cached_schedule(plan), costs, stage_cores(plan))
-                                                : simulate_checked(cached_schedule(plan), costs);
+    pipeline_simulation const sim = sharing > 1 ? simulate_shared(model_->schedule(plan), costs, stage_cores(plan))
+                                                : simulate_checked(model_->schedule(plan), costs);
     t.compute = *std::max_element(sim.busy.begin(), sim.busy.end());
     t.bubble = sim.makespan - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
@@ -193,49 +193,32 @@ class time_model {
     return cores;
   }
 
-  // The plan's schedule, made and checked once: a search times each under many costs.
-  [[nodiscard]] pipeline_schedule const& cached_schedule(training_plan const& plan) const {
-    auto const key = std::tuple(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages);
-    auto it = schedules_.find(key);
-    if (it == schedules_.end()) {
-      pipeline_schedule s = make_schedule(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages);
-      if (fixed_text const e = simulate(s).error; !e.empty()) throw error("time_model: " + std::string(e.view()));
-      it = schedules_.emplace(key, std::move(s)).first;
-    }
-    return it->second;
-  }
-
   // stage_cost, made once per what it depends on: a search asks for the
-  // same stage on the same stage mesh for every pipeline depth, schedule and
-  // micro-batch count and ZeRO stage, and every block is the same layer,
-  // so block 0 stands for them all. Not safe to share between threads.
+  // same stage on the same stage mesh for every pipeline depth, schedule,
+  // micro-batch count and ZeRO stage. Not safe to share between threads.
   [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
-                                                     std::size_t samples, std::size_t element_bytes) const {
-    std::size_t const layers = model_->config().layers;
-    std::size_t const representative = st >= 1 && st <= layers ? 1 : st;
-    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, representative, element_bytes);
+                                                     std::size_t element_bytes) const {
+    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, st, element_bytes);
     auto it = stage_costs_.find(key);
     if (it == stage_costs_.end())
-      it = stage_costs_.emplace(key, stage_cost(plan, mesh, representative, samples, element_bytes)).first;
+      it = stage_costs_.emplace(key, stage_cost(plan, mesh, model_->stages(plan)[st], element_bytes)).first;
     return it->second;
   }
 
   // One model stage's actions for one micro-batch on the stage's rank 0:
   // its arithmetic, the library's overhead (in I, where B's bookkeeping
   // runs) and its collectives, each with a redistribution's overhead.
-  [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
-                                       std::size_t samples, std::size_t element_bytes) const {
-    gpt_config const& c = model_->config();
-    stage_seconds const arithmetic = stage_arithmetic(hardware_, gpt_stage_work(c, mesh, st, samples), element_bytes);
-    stage_overhead const overhead = hardware_.overhead(kind_of_stage(st, c.layers));
+  [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh,
+                                       stage_description const& stage, std::size_t element_bytes) const {
+    stage_seconds const arithmetic = stage_arithmetic(hardware_, stage.work, element_bytes);
+    stage_overhead const overhead = hardware_.overhead(stage.kind);
     action_cost a;
     a.forward = arithmetic.forward + overhead.forward;
     a.input = arithmetic.input + overhead.backward;
     a.weight = arithmetic.weight;
-    std::vector<transition_spec> const transitions = gpt_stage_transitions(c, mesh, st, samples);
     auto const collectives = [&](bool in_backward) {
       double seconds = 0;
-      for (auto const& [kind, traffic] : transition_traffic(mesh, transitions, in_backward, 0, element_bytes))
+      for (auto const& [kind, traffic] : transition_traffic(mesh, stage.transitions, in_backward, 0, element_bytes))
         seconds += static_cast<double>(traffic.calls) *
                    (hardware_.collective_seconds(
                         kind_of(kind), traffic.group,
@@ -258,20 +241,19 @@ class time_model {
 
   // One all-gather on dp per parameter of stage st (its tp shard), each a
   // redistribution of its own; deferred: posted, then waited for. Made once
-  // per what it depends on, a block standing for every block (a search asks
-  // for each stage of every plan).
+  // per what it depends on (a search asks for each stage of every plan).
   [[nodiscard]] double gathers(training_plan const& plan, std::size_t st, std::size_t element_bytes,
                                bool deferred) const {
     if (plan.dp <= 1) return 0;
-    std::size_t const representative = st >= 1 && st <= model_->config().layers ? 1 : st;
-    auto const key = std::tuple(plan.dp, plan.tp, plan.pp, representative, element_bytes, deferred);
+    auto const key = std::tuple(plan.dp, plan.tp, plan.pp, st, element_bytes, deferred);
     if (auto const it = gathers_.find(key); it != gathers_.end()) return it->second;
     double seconds = 0;
-    for (parameter_spec const& p : model_->stages()[representative].parameters)
-      seconds += hardware_.collective_seconds(collective_kind::all_gather, plan.dp,
-                                              static_cast<double>(p.elements()) * static_cast<double>(element_bytes) /
-                                                  static_cast<double>(plan.tp),
-                                              dp_stride(plan), deferred) +
+    for (parameter_spec const& p : model_->stages(plan)[st].parameters)
+      seconds += hardware_.collective_seconds(
+                     collective_kind::all_gather, plan.dp,
+                     static_cast<double>(local_elements(memory_model::stage_mesh(plan), p.placement, p.extents, 0) *
+                                         element_bytes),
+                     dp_stride(plan), deferred) +
                  hardware_.redistribution_overhead + hardware_.sync_overhead;
     return gathers_.emplace(key, seconds).first->second;
   }
@@ -285,11 +267,10 @@ class time_model {
     return collective_kind::all_to_all;  // all_to_all_v and permute: priced as an all-to-all
   }
 
-  gpt_memory_model const* model_;
+  memory_model const* model_;
   hardware_model hardware_;
   mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>, action_cost>
       stage_costs_;
-  mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;
   mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool>, double> gathers_;
 };
 

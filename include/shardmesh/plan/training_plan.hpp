@@ -1,5 +1,5 @@
 #pragma once
-// An execution plan for training a GPT, and the space the planner searches:
+// An execution plan for training a model, and the space the planner searches:
 // a mesh dp x pp x tp over the ranks, a ZeRO stage, the micro-batch size
 // per data-parallel replica, the micro-batches per step (accumulation, and
 // the pipeline's micro-batches), the pipeline schedule and its chunks per
@@ -10,8 +10,9 @@
 //   candidate_plans(problem)             every plan that can, each once
 //
 // A plan that cannot run: the ranks or the batch do not factor as it says;
-// more tensor-parallel ranks than heads (a rank would hold none); more
-// pipeline chunks than blocks (a chunk would hold none); a schedule its
+// more tensor-parallel ranks than the model can split over (its
+// description says why: a GPT's heads); more pipeline chunks than blocks
+// (a chunk would hold none); a schedule its
 // generator refuses (pipeline_schedule.hpp says why). Plans that would only
 // rename another are not candidates either: one stage has no schedule to
 // choose (1F1B, v = 1, is forward and backward in turn), ZeRO stages shard
@@ -19,11 +20,12 @@
 //
 // Pure; no Kokkos or MPI.
 
-#include "shardmesh/plan/model_spec.hpp"
+#include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/strategy/pipeline_schedule.hpp"
 #include "shardmesh/strategy/state_sharding.hpp"
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,7 +53,7 @@ struct training_plan {
 }
 
 struct training_problem {
-  gpt_config model;
+  std::shared_ptr<model_description const> model;
   std::size_t global_batch = 1;  // samples (sequences) per step
   std::size_t ranks = 1;
   std::size_t max_virtual_stages = 4;  // the largest v interleaving may use
@@ -60,7 +62,6 @@ struct training_problem {
 // Why plan cannot train problem's model; empty when it can.
 [[nodiscard]] inline std::string training_plan_error(training_problem const& problem, training_plan const& plan) {
   auto const n = [](std::size_t x) { return std::to_string(x); };
-  gpt_config const& c = problem.model;
   if (plan.dp == 0 || plan.tp == 0 || plan.pp == 0 || plan.micro_batch == 0 || plan.micro_batches == 0 ||
       plan.virtual_stages == 0)
     return "plan: every degree, the micro-batch and the micro-batch count must be at least 1";
@@ -69,9 +70,10 @@ struct training_problem {
   if (plan.global_batch() != problem.global_batch)
     return "plan: micro-batch x micro-batches x dp = " + n(plan.global_batch()) + ", not the global batch of " +
            n(problem.global_batch);
-  if (plan.tp > c.heads) return "plan: tp = " + n(plan.tp) + " is more than the " + n(c.heads) + " heads";
-  if (plan.pp * plan.virtual_stages > c.layers)
-    return "plan: " + n(plan.pp * plan.virtual_stages) + " pipeline chunks for " + n(c.layers) + " blocks";
+  if (std::string const e = problem.model->tensor_parallel_error(plan.tp); !e.empty()) return "plan: " + e;
+  if (plan.pp * plan.virtual_stages > problem.model->blocks())
+    return "plan: " + n(plan.pp * plan.virtual_stages) + " pipeline chunks for " + n(problem.model->blocks()) +
+           " blocks";
   if (plan.dp == 1 && plan.zero != zero_stage::none) return "plan: ZeRO stages shard over dp; with dp = 1 use stage 0";
   if (plan.pp == 1 && (plan.schedule != schedule_kind::one_f_one_b || plan.virtual_stages != 1))
     return "plan: one pipeline stage has no schedule to choose; use 1f1b with v = 1";

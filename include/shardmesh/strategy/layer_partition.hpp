@@ -29,9 +29,11 @@ struct model_part {
   friend constexpr bool operator==(model_part const&, model_part const&) = default;
 };
 
-// The relative cost of a block, of the embedding and of the head (any unit: flops per token).
+// The relative cost of each block, of the embedding and of the head (any
+// unit: flops); no block costs: every block costs 1.
 struct layer_costs {
-  double block = 1, embedding = 0, head = 0;
+  std::vector<double> blocks;
+  double embedding = 0, head = 0;
 };
 
 namespace detail {
@@ -69,10 +71,14 @@ constexpr std::vector<model_part> parts_of(std::vector<std::size_t> const& count
   if (chunks == 0 || chunks > layers)
     throw invalid_option_error("pipeline: " + std::to_string(chunks) + " chunks cannot each hold a layer of " +
                                std::to_string(layers) + " (a stage with no layers)");
+  if (!costs.blocks.empty() && costs.blocks.size() != layers)
+    throw invalid_option_error("pipeline: " + std::to_string(costs.blocks.size()) + " block costs for " +
+                               std::to_string(layers) + " layers");
   constexpr double infinite = std::numeric_limits<double>::infinity();
+  std::vector<double> prefix(layers + 1, 0);  // prefix[l]: the cost of blocks [0, l)
+  for (std::size_t l = 0; l < layers; ++l) prefix[l + 1] = prefix[l] + (costs.blocks.empty() ? 1 : costs.blocks[l]);
   auto const cost = [&](std::size_t k, std::size_t first, std::size_t last) {
-    return static_cast<double>(last - first) * costs.block + (k == 0 ? costs.embedding : 0) +
-           (k + 1 == chunks ? costs.head : 0);
+    return prefix[last] - prefix[first] + (k == 0 ? costs.embedding : 0) + (k + 1 == chunks ? costs.head : 0);
   };
   // best[k][l]: the least largest cost of the first k+1 chunks holding blocks [0, l); cut[k][l]: where chunk k starts.
   std::vector<std::vector<double>> best(chunks, std::vector<double>(layers + 1, infinite));

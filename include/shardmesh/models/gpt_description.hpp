@@ -1,15 +1,15 @@
 #pragma once
 // What the small GPT is made of, declared once: for each of its stages
 // (0 the embedding, 1 to L the blocks, L+1 the final norm and head, L+2 the
-// loss; gpt.hpp numbers them alike) the parameters it holds (name, global
-// extents, and which of the transformer layouts places them), the local
-// products and kernels a rank makes for it per micro-batch (stage_work.hpp:
-// shapes read off the same layouts), and the redistributions it plans. The
-// model builds its parameters from the same names, extents and layouts (a
-// test checks each against the constructed model on several meshes); the
-// pipeline partition weighs stages by their flops, and the training planner
-// sizes memory, compute and communication from them rather than from
-// formulas of its own.
+// loss; gpt.hpp builds its parameters from these declarations and numbers
+// its stages alike) the parameters it holds (name, global extents, and the
+// transformer layout that places them), what its forward keeps for its
+// backward, the local products and kernels a rank makes for it per
+// micro-batch (stage_work.hpp: shapes read off the same layouts), and the
+// redistributions it plans. gpt_description hands them to the planner
+// (model_description.hpp): the pipeline partition weighs stages by their
+// flops, and the memory and time models size memory, compute and
+// communication from them rather than from formulas of their own.
 //
 // Flops count the products (2 per multiply-add): the projections, the
 // attention scores and weighted values over the whole sequence (causal
@@ -27,8 +27,8 @@
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/plan/stage_work.hpp"
-#include "shardmesh/strategy/layer_partition.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 
 #include <algorithm>
@@ -45,109 +45,80 @@ struct gpt_config {
   bool sequence_parallel = false;
 };
 
-// One parameter: its name ("wte", "h0.wq", ...), global extents, and the
-// member of transformer_layouts that places it on a mesh.
-struct parameter_spec {
-  std::string name;
-  std::vector<std::size_t> extents;
-  layout transformer_layouts::* placement = nullptr;
-
-  [[nodiscard]] std::size_t elements() const {
-    std::size_t n = 1;
-    for (std::size_t e : extents) n *= e;
-    return n;
-  }
-};
-
-struct stage_spec {
-  std::string name;  // "embedding", "h0", ..., "head", "loss"
-  std::vector<parameter_spec> parameters;
-};
-
-// Stage `stage` of a GPT of configuration c (0 to layers + 2).
-[[nodiscard]] inline stage_spec gpt_stage_spec(gpt_config const& c, std::size_t stage) {
-  using L = transformer_layouts;
-  if (stage == 0)
-    return {"embedding",
-            {{"wte", {c.vocabulary, c.hidden}, &L::vocabulary}, {"wpe", {c.sequence, c.hidden}, &L::matrix}}};
-  if (stage <= c.layers) {
-    std::string const h = "h" + std::to_string(stage - 1) + ".";
-    return {"h" + std::to_string(stage - 1),
-            {{h + "ln1_g", {c.hidden}, &L::vector},
-             {h + "ln1_b", {c.hidden}, &L::vector},
-             {h + "wq", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-             {h + "wk", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-             {h + "wv", {c.hidden, c.heads, c.head_size}, &L::heads_in},
-             {h + "wo", {c.heads, c.head_size, c.hidden}, &L::heads_out},
-             {h + "ln2_g", {c.hidden}, &L::vector},
-             {h + "ln2_b", {c.hidden}, &L::vector},
-             {h + "w1", {c.hidden, c.ffn}, &L::column},
-             {h + "w2", {c.ffn, c.hidden}, &L::row}}};
-  }
-  if (stage == c.layers + 1)
-    return {"head",
-            {{"lnf_g", {c.hidden}, &L::vector},
-             {"lnf_b", {c.hidden}, &L::vector},
-             {"whead", {c.hidden, c.vocabulary}, &L::column}}};
-  return {"loss", {}};
+// The GPT's stages: 0 "embedding", 1 to L the blocks "h0" ..., L + 1
+// "head" (the final norm and the head), L + 2 "loss".
+[[nodiscard]] inline std::string gpt_stage_name(gpt_config const& c, std::size_t stage) {
+  if (stage == 0) return "embedding";
+  if (stage <= c.layers) return "h" + std::to_string(stage - 1);
+  return stage == c.layers + 1 ? "head" : "loss";
 }
 
-// A tensor a stage's forward keeps for its backward, per micro-batch: its
-// global extents and the transformer layout its shard is in; per_row: one
-// value per row of that tensor (all dimensions but the last), a layer
-// norm's mean or 1/std, or a loss's row maximum. A tensor several layers
-// keep (the input of q, k and v) is declared once. The ids the embedding
-// and the loss keep are the batch's own tensors: not declared.
-struct saved_spec {
-  std::string name;
-  std::vector<std::size_t> extents;
-  layout transformer_layouts::* placement = nullptr;
-  bool per_row = false;
-};
+// Which calibrated overhead stage `stage` pays (hardware_model.hpp).
+[[nodiscard]] constexpr stage_kind gpt_stage_kind(gpt_config const& c, std::size_t stage) {
+  if (stage == 0) return stage_kind::embedding;
+  if (stage <= c.layers) return stage_kind::block;
+  return stage == c.layers + 1 ? stage_kind::head : stage_kind::loss;
+}
+
+// The parameters of stage `stage`, placed on `mesh` by the transformer layouts.
+[[nodiscard]] inline std::vector<parameter_spec> gpt_stage_parameters(gpt_config const& c, mesh_shape const& mesh,
+                                                                      std::size_t stage) {
+  transformer_layouts const L(mesh, c.sequence_parallel);
+  if (stage == 0) return {{"wte", {c.vocabulary, c.hidden}, L.vocabulary}, {"wpe", {c.sequence, c.hidden}, L.matrix}};
+  if (stage <= c.layers) {
+    std::string const h = "h" + std::to_string(stage - 1) + ".";
+    return {{h + "ln1_g", {c.hidden}, L.vector},
+            {h + "ln1_b", {c.hidden}, L.vector},
+            {h + "wq", {c.hidden, c.heads, c.head_size}, L.heads_in},
+            {h + "wk", {c.hidden, c.heads, c.head_size}, L.heads_in},
+            {h + "wv", {c.hidden, c.heads, c.head_size}, L.heads_in},
+            {h + "wo", {c.heads, c.head_size, c.hidden}, L.heads_out},
+            {h + "ln2_g", {c.hidden}, L.vector},
+            {h + "ln2_b", {c.hidden}, L.vector},
+            {h + "w1", {c.hidden, c.ffn}, L.column},
+            {h + "w2", {c.ffn, c.hidden}, L.row}};
+  }
+  if (stage == c.layers + 1)
+    return {{"lnf_g", {c.hidden}, L.vector},
+            {"lnf_b", {c.hidden}, L.vector},
+            {"whead", {c.hidden, c.vocabulary}, L.column}};
+  return {};
+}
 
 // What stage `stage` of the GPT keeps per micro-batch of `samples`
 // sequences (over every replica), as gpt.hpp's layers save it.
-[[nodiscard]] inline std::vector<saved_spec> gpt_stage_saved(gpt_config const& c, std::size_t stage,
-                                                             std::size_t samples) {
-  using L = transformer_layouts;
+[[nodiscard]] inline std::vector<saved_spec> gpt_stage_saved(gpt_config const& c, mesh_shape const& mesh,
+                                                             std::size_t stage, std::size_t samples) {
+  transformer_layouts const L(mesh, c.sequence_parallel);
   std::vector<std::size_t> const act{samples, c.sequence, c.hidden};
   std::vector<std::size_t> const heads{samples, c.sequence, c.heads, c.head_size};
   std::vector<std::size_t> const ffn{samples, c.sequence, c.ffn};
   // A layer norm keeps its input, each row's mean and 1/std; the linear layer after it, its output with the
   // sequence whole (the same tensor without sequence parallelism).
   auto const norm = [&](std::string const& name, std::string const& next) {
-    return std::vector<saved_spec>{{name + ".x", act, &L::activation},
-                                   {name + ".mean", act, &L::activation, true},
-                                   {name + ".rstd", act, &L::activation, true},
-                                   {next + ".x", act, &L::whole_rows}};
+    return std::vector<saved_spec>{{name + ".x", act, L.activation},
+                                   {name + ".mean", act, L.activation, true},
+                                   {name + ".rstd", act, L.activation, true},
+                                   {next + ".x", act, L.whole_rows}};
   };
   std::vector<saved_spec> out;
   auto const append = [&](std::vector<saved_spec> more) { out.insert(out.end(), more.begin(), more.end()); };
   if (stage >= 1 && stage <= c.layers) {
     append(norm("ln1", "qkv"));
-    append({{"query", heads, &L::heads},
-            {"key", heads, &L::heads},
-            {"value", heads, &L::heads},
-            {"probabilities", {samples, c.heads, c.sequence, c.sequence}, &L::scores},
-            {"o.x", heads, &L::heads}});  // the weighted values
+    append({{"query", heads, L.heads},
+            {"key", heads, L.heads},
+            {"value", heads, L.heads},
+            {"probabilities", {samples, c.heads, c.sequence, c.sequence}, L.scores},
+            {"o.x", heads, L.heads}});  // the weighted values
     append(norm("ln2", "w1"));
-    append({{"hidden", ffn, &L::features}, {"w2.x", ffn, &L::features}});  // before and after GELU
+    append({{"hidden", ffn, L.features}, {"w2.x", ffn, L.features}});  // before and after GELU
   } else if (stage == c.layers + 1) {
     append(norm("lnf", "whead"));
   } else if (stage == c.layers + 2) {
     std::vector<std::size_t> const logits{samples, c.sequence, c.vocabulary};
-    append({{"logits", logits, &L::features},
-            {"max", logits, &L::features, true},
-            {"sum_exp", logits, &L::features, true}});
+    append({{"logits", logits, L.features}, {"max", logits, L.features, true}, {"sum_exp", logits, L.features, true}});
   }
   return out;
-}
-
-// Every stage of a GPT of configuration c, in forward order.
-[[nodiscard]] inline std::vector<stage_spec> gpt_stage_specs(gpt_config const& c) {
-  std::vector<stage_spec> stages;
-  for (std::size_t s = 0; s < c.layers + 3; ++s) stages.push_back(gpt_stage_spec(c, s));
-  return stages;
 }
 
 // What the stage mesh's rank 0 (the largest shards: blocks split with the
@@ -168,15 +139,10 @@ struct saved_spec {
   std::size_t const heads = local(L.heads_in, {c.hidden, c.heads, c.head_size})[1];
   std::size_t const ffn = local(L.column, {c.hidden, c.ffn})[1];
   std::size_t const vocabulary = local(L.features, {samples, c.sequence, c.vocabulary})[2];
-  stage_spec const spec = gpt_stage_spec(c, stage);
   // Each weight gradient is added into the parameter's accumulated one.
   std::vector<kernel_spec> accumulate;
-  for (parameter_spec const& p : spec.parameters) {
-    tensor_index global{};
-    for (std::size_t d = 0; d < p.extents.size(); ++d) global[d] = p.extents[d];
-    accumulate.push_back(
-        {kernel_kind::add, static_cast<double>(local_size(mesh, bind(mesh, L.*p.placement), global, 0))});
-  }
+  for (parameter_spec const& p : gpt_stage_parameters(c, mesh, stage))
+    accumulate.push_back({kernel_kind::add, static_cast<double>(local_elements(mesh, p.placement, p.extents, 0))});
   double const scores = static_cast<double>(b * heads * c.sequence * c.sequence);
   double const tokens = static_cast<double>(t);
   using K = kernel_kind;
@@ -212,24 +178,6 @@ struct saved_spec {
   w.weight.insert(w.weight.end(), accumulate.begin(), accumulate.end());
   return w;
 }
-
-// Forward flops of a stage's work (its backward's are twice as many).
-[[nodiscard]] inline double forward_flops(stage_work const& w) {
-  double f = 0;
-  for (product_spec const& p : w.products) f += p.flops();
-  return f;
-}
-
-// A redistribution a stage makes per micro-batch, in its forward or its
-// backward: a tensor of global extents `extents` moved from layout `from`
-// to layout `to` on the stage mesh. The algebra plans it, so its collectives
-// and bytes are the plan's (communication_model.hpp).
-struct transition_spec {
-  bool in_backward = false;
-  std::vector<std::size_t> extents;
-  bound_layout from, to;
-  std::size_t element_bytes = 0;  // 0: the model's element type
-};
 
 // The redistributions of stage `stage` of the GPT on a stage mesh (dp and
 // tp axes; dp may be absent) for a micro-batch of `samples` sequences (over
@@ -309,25 +257,45 @@ struct transition_spec {
 
 // Every parameter of a gpt of configuration c: its name and global extents,
 // in for_each_parameter's order (for initialising a model, or sizing one).
-struct parameter_shape {
-  std::string name;
-  std::vector<std::size_t> extents;
-};
-[[nodiscard]] inline std::vector<parameter_shape> gpt_parameter_shapes(gpt_config const& c) {
-  std::vector<parameter_shape> out;
-  for (stage_spec const& s : gpt_stage_specs(c))
-    for (parameter_spec const& p : s.parameters) out.push_back({p.name, p.extents});
+[[nodiscard]] inline std::vector<parameter_spec> gpt_parameters(gpt_config const& c) {
+  std::vector<parameter_spec> out;
+  for (std::size_t s = 0; s < c.layers + 3; ++s) {
+    std::vector<parameter_spec> const more = gpt_stage_parameters(c, mesh_shape{{"tp", 1}}, s);
+    out.insert(out.end(), more.begin(), more.end());
+  }
   return out;
 }
 
-// Forward flops per token of a block, the embedding and the head: what a
-// balanced pipeline partition weighs (partition_layers).
-[[nodiscard]] inline layer_costs gpt_layer_costs(gpt_config const& c) {
-  mesh_shape const one{{"tp", 1}};
-  auto const per_token = [&](std::size_t stage) {
-    return forward_flops(gpt_stage_work(c, one, stage, 1)) / static_cast<double>(std::max<std::size_t>(c.sequence, 1));
-  };
-  return {c.layers > 0 ? per_token(1) : 0, per_token(0), per_token(c.layers + 1)};
-}
+// The GPT as the planner sees it (model_description.hpp).
+class gpt_description final : public model_description {
+ public:
+  explicit gpt_description(gpt_config const& c) : config_(c) {}
+
+  [[nodiscard]] gpt_config const& config() const { return config_; }
+  [[nodiscard]] std::size_t blocks() const override { return config_.layers; }
+  [[nodiscard]] std::vector<stage_description> stages(mesh_shape const& mesh, std::size_t samples) const override {
+    std::size_t const L = config_.layers;
+    std::vector<stage_description> out;
+    for (std::size_t s = 0; s < L + 3; ++s) {
+      stage_place const place = s == 0 ? stage_place::first : s <= L ? stage_place::block : stage_place::last;
+      out.push_back({gpt_stage_name(config_, s), place, gpt_stage_kind(config_, s),
+                     gpt_stage_parameters(config_, mesh, s), gpt_stage_saved(config_, mesh, s, samples),
+                     gpt_stage_work(config_, mesh, s, samples), gpt_stage_transitions(config_, mesh, s, samples)});
+    }
+    return out;
+  }
+  [[nodiscard]] boundary_spec boundary(mesh_shape const& mesh, std::size_t samples) const override {
+    return {{samples, config_.sequence, config_.hidden},
+            transformer_layouts(mesh, config_.sequence_parallel).activation};
+  }
+  [[nodiscard]] std::string tensor_parallel_error(std::size_t tp) const override {
+    if (tp > config_.heads)
+      return "tp = " + std::to_string(tp) + " is more than the " + std::to_string(config_.heads) + " heads";
+    return {};
+  }
+
+ private:
+  gpt_config config_;
+};
 
 }  // namespace shardmesh::parallel

@@ -1,0 +1,146 @@
+#pragma once
+// A model as the planner, the pipeline partition and the memory and time
+// models see it (docs/09-models.md): its stages in forward order, each with
+// the parameters it holds (name, global extents, layout on the stage mesh),
+// what its forward keeps for its backward per micro-batch, the local work
+// one rank does for it (stage_work.hpp) and the redistributions it makes;
+// where a pipeline puts it (with the first chunk, in the chunk holding its
+// block, or with the last); and the tensor that crosses a chunk boundary.
+// A model describes itself once per stage mesh (every mesh axis but "pp")
+// and micro-batch, and every stage exactly: blocks that differ are sized
+// and priced as they are.
+//
+// Pure; no Kokkos or MPI.
+
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/plan/stage_work.hpp"
+#include "shardmesh/strategy/layer_partition.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+// A parameter: its name (unique over the model), global extents and layout on the stage mesh.
+struct parameter_spec {
+  std::string name;
+  std::vector<std::size_t> extents;
+  layout placement;
+
+  [[nodiscard]] std::size_t elements() const {
+    std::size_t n = 1;
+    for (std::size_t e : extents) n *= e;
+    return n;
+  }
+};
+
+// The declaration named `name` in `declared`, or nullptr.
+[[nodiscard]] inline parameter_spec const* find_parameter(std::vector<parameter_spec> const& declared,
+                                                          std::string_view name) {
+  for (parameter_spec const& p : declared)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// A tensor a stage's forward keeps for its backward, per micro-batch: its
+// global extents and layout; per_row: one value per row of that tensor
+// (every dimension but the last: a norm's mean or 1/std, a loss's row
+// maximum). A tensor several layers keep is declared once; the batch's own
+// ids and targets are not declared.
+struct saved_spec {
+  std::string name;
+  std::vector<std::size_t> extents;
+  layout placement;
+  bool per_row = false;
+};
+
+// A redistribution a stage makes per micro-batch, in its forward or its
+// backward: a tensor of global extents `extents` moved from layout `from`
+// to layout `to` on the stage mesh. The algebra plans it, so its
+// collectives and bytes are the plan's (communication_model.hpp).
+struct transition_spec {
+  bool in_backward = false;
+  std::vector<std::size_t> extents;
+  bound_layout from, to;
+  std::size_t element_bytes = 0;  // 0: the model's element type
+};
+
+// Where a pipeline puts a stage: with the first chunk, in the chunk that
+// holds its block, or with the last chunk.
+enum class stage_place { first, block, last };
+
+struct stage_description {
+  std::string name;  // "embedding", "h0", ...
+  stage_place place = stage_place::block;
+  stage_kind kind = stage_kind::block;  // whose calibrated overhead it pays (hardware_model.hpp)
+  std::vector<parameter_spec> parameters;
+  std::vector<saved_spec> saved;
+  stage_work work;  // on the stage mesh's rank 0 (the largest shards)
+  std::vector<transition_spec> transitions;
+};
+
+// What crosses a chunk boundary per micro-batch: an activation (or its
+// gradient) of these global extents in this layout on the stage mesh.
+struct boundary_spec {
+  std::vector<std::size_t> extents;
+  layout placement;
+};
+
+class model_description {
+ public:
+  model_description() = default;
+  model_description(model_description const&) = default;
+  model_description& operator=(model_description const&) = default;
+  virtual ~model_description() = default;
+
+  // The blocks a pipeline's chunks divide (the stages placed `block`, in order).
+  [[nodiscard]] virtual std::size_t blocks() const = 0;
+  // Every stage, in forward order, on `stage_mesh` for a micro-batch of
+  // `samples` samples over every data-parallel replica.
+  [[nodiscard]] virtual std::vector<stage_description> stages(mesh_shape const& stage_mesh,
+                                                              std::size_t samples) const = 0;
+  [[nodiscard]] virtual boundary_spec boundary(mesh_shape const& stage_mesh, std::size_t samples) const = 0;
+  // Why the model cannot be split over `tp` tensor-parallel ranks; empty when it can.
+  [[nodiscard]] virtual std::string tensor_parallel_error(std::size_t tp) const = 0;
+};
+
+// Forward flops of a stage's work (its backward's are twice as many).
+[[nodiscard]] inline double forward_flops(stage_work const& w) {
+  double f = 0;
+  for (product_spec const& p : w.products) f += p.flops();
+  return f;
+}
+
+// What a balanced pipeline partition weighs: each block's forward flops on
+// one rank, and those of the stages placed first and last.
+[[nodiscard]] inline layer_costs partition_costs(model_description const& model) {
+  layer_costs costs;
+  for (stage_description const& s : model.stages(mesh_shape{{"tp", 1}}, 1)) {
+    double const f = forward_flops(s.work);
+    if (s.place == stage_place::block)
+      costs.blocks.push_back(f);
+    else
+      (s.place == stage_place::first ? costs.embedding : costs.head) += f;
+  }
+  return costs;
+}
+
+// The elements of a tensor of global `extents` in layout `l` on rank
+// `rank` of `mesh` (per_row: without its last dimension).
+[[nodiscard]] inline std::size_t local_elements(mesh_shape const& mesh, layout const& l,
+                                                std::vector<std::size_t> const& extents, std::size_t rank,
+                                                bool per_row = false) {
+  tensor_index global{};
+  std::copy(extents.begin(), extents.end(), global.begin());
+  tensor_index const local = local_extents(mesh, bind(mesh, l), global, rank);
+  std::size_t n = 1;
+  for (std::size_t d = 0; d + (per_row ? 1 : 0) < extents.size(); ++d) n *= local[d];
+  return n;
+}
+
+}  // namespace shardmesh::parallel
