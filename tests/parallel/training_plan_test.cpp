@@ -257,6 +257,13 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   for (std::size_t s = 1; s <= 4; ++s) CHECK(gpt_stage_kind(four, s) == stage_kind::block);
   CHECK(gpt_stage_kind(four, 5) == stage_kind::head);
   CHECK(gpt_stage_kind(four, 6) == stage_kind::loss);
+  // Each communicating step of a redistribution priced by its own collective's fit.
+  CHECK(collective_of(step_kind::all_gather) == collective_kind::all_gather);
+  CHECK(collective_of(step_kind::all_reduce) == collective_kind::all_reduce);
+  CHECK(collective_of(step_kind::reduce_scatter) == collective_kind::reduce_scatter);
+  CHECK(collective_of(step_kind::all_to_all) == collective_kind::all_to_all);
+  CHECK(collective_of(step_kind::all_to_all_v) == collective_kind::all_to_all);
+  CHECK(collective_of(step_kind::permute) == collective_kind::point_to_point);
   h.overheads[static_cast<std::size_t>(stage_kind::head)] = {1e-5, 3e-5};
   CHECK(h.overhead(stage_kind::head).backward == 3e-5);
   CHECK(h.overhead(stage_kind::block).forward == 0);  // none measured: none charged

@@ -4,6 +4,7 @@
     python3 planner_test.py unbound DIR MPIEXEC... CALIBRATE [POSTFLAGS...]
     python3 planner_test.py described PLAN_TRAINING MODELS_DIR HARDWARE_DIR
     python3 planner_test.py memory PLAN_TRAINING MODEL HARDWARE DIR MPIEXEC... TRAIN_GPT [POSTFLAGS...]
+    python3 planner_test.py bad_models PLAN_TRAINING MODEL HARDWARE DIR
 
 calibrate: shardmesh-calibrate --quick on the ranks of the command writes a
 hardware file with every figure the planner reads, and run again with
@@ -15,7 +16,10 @@ predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
 uneven batch) and its peak parameters, gradients, optimizer state
 and activations per rank equal the planner's prediction, byte for byte, and
-its report holds the machine's pace around each step.
+its report holds the machine's pace around each step. bad_models: a model
+file with a size missing, 0, negative or not a number, without an
+architecture or with one the planner does not know, is refused with a
+message naming the field, and nothing is planned.
 """
 import json
 import os
@@ -154,6 +158,30 @@ def memory(plan_training, model, hardware, out_dir, command):
                   f"{key} {c}: predicted {p['memory'][c]} B, the ledger's peak {measured['peak_bytes'][c]} B")
 
 
+def bad_models(plan_training, model, hardware, out_dir):
+    with open(model) as f:
+        good = json.load(f)
+    cases = [("heads", None, '"heads" is missing'), ("heads", 0, '"heads" is 0; it must be at least 1'),
+             ("layers", -2, '"layers" is -2, not a whole number'), ("ffn", "wide", '"ffn" is "wide", not a whole number'),
+             ("head_size", 1.5, '"head_size" is 1.5, not a whole number'),
+             ("architecture", None, '"architecture" is missing'),
+             ("architecture", "mamba", 'the architecture "mamba" is not one the planner knows'),
+             ("sequence_parallel", "yes", '"sequence_parallel" is "yes", not true or false')]
+    path = os.path.join(out_dir, "bad-model.json")
+    for field, value, message in cases:
+        m = dict(good)
+        if value is None:
+            del m[field]
+        else:
+            m[field] = value
+        with open(path, "w") as f:
+            json.dump(m, f)
+        r = subprocess.run([plan_training, "--model", path, "--global-batch", "8", "--ranks", "2", "--hardware",
+                            hardware], capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and message in r.stderr and not r.stdout,
+              f"{field} = {value!r}: refused with '{message}', got {r.returncode}: {r.stderr.strip()}")
+
+
 def main():
     what = sys.argv[1]
     if what == "calibrate":
@@ -164,6 +192,8 @@ def main():
         described(*sys.argv[2:5])
     elif what == "memory":
         memory(*sys.argv[2:6], sys.argv[6:])
+    elif what == "bad_models":
+        bad_models(*sys.argv[2:6])
     else:
         sys.exit(f"unknown check {what}")
 

@@ -69,29 +69,42 @@ json object_in(std::string const& kind, std::string const& path) {
 
 gpt_config read_model(std::string const& path) {
   json const j = object_in("model file", path);
+  auto const bad = [&](std::string const& what) {
+    return shardmesh::invalid_option_error("model file " + path + ": " + what);
+  };
+  if (!j.contains("architecture") || !j.at("architecture").is_string())
+    throw bad("\"architecture\" is missing (a text: \"gpt\")");
+  if (std::string const a = j.at("architecture").get<std::string>(); a != "gpt")
+    throw bad("the architecture \"" + a + "\" is not one the planner knows (\"gpt\")");
+  // A size: a whole number of at least 1.
+  auto const size = [&](char const* name) {
+    if (!j.contains(name)) throw bad(std::string("\"") + name + "\" is missing");
+    json const& v = j.at(name);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<long long>() >= 0))
+      throw bad(std::string("\"") + name + "\" is " + v.dump() + ", not a whole number");
+    auto const n = v.get<std::size_t>();
+    if (n == 0) throw bad(std::string("\"") + name + "\" is 0; it must be at least 1");
+    return n;
+  };
   gpt_config c;
-  try {
-    c.vocabulary = j.at("vocabulary").get<std::size_t>();
-    c.sequence = j.at("sequence").get<std::size_t>();
-    c.hidden = j.at("hidden").get<std::size_t>();
-    c.heads = j.at("heads").get<std::size_t>();
-    c.head_size = j.at("head_size").get<std::size_t>();
-    c.ffn = j.at("ffn").get<std::size_t>();
-    c.layers = j.at("layers").get<std::size_t>();
-    c.sequence_parallel = j.value("sequence_parallel", false);
-  } catch (json::exception const& e) {
-    throw shardmesh::invalid_option_error("model file " + path + ": " + e.what());
-  }
-  if (c.vocabulary == 0 || c.sequence == 0 || c.hidden == 0 || c.heads == 0 || c.head_size == 0 || c.ffn == 0 ||
-      c.layers == 0)
-    throw shardmesh::invalid_option_error("model file " + path + ": every size must be at least 1");
+  c.vocabulary = size("vocabulary");
+  c.sequence = size("sequence");
+  c.hidden = size("hidden");
+  c.heads = size("heads");
+  c.head_size = size("head_size");
+  c.ffn = size("ffn");
+  c.layers = size("layers");
+  if (j.contains("sequence_parallel") && !j.at("sequence_parallel").is_boolean())
+    throw bad("\"sequence_parallel\" is " + j.at("sequence_parallel").dump() + ", not true or false");
+  c.sequence_parallel = j.value("sequence_parallel", false);
   return c;
 }
 
 std::string plans_json(gpt_config const& c, shardmesh::parallel::training_problem const& problem,
                        hardware_model const& hardware, std::size_t capacity, std::vector<judged_plan> const& plans) {
   json out{{"model",
-            {{"vocabulary", c.vocabulary},
+            {{"architecture", "gpt"},
+             {"vocabulary", c.vocabulary},
              {"sequence", c.sequence},
              {"hidden", c.hidden},
              {"heads", c.heads},

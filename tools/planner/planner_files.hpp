@@ -2,7 +2,8 @@
 // The planner's files. The hardware file: a hardware_model as JSON,
 // written by shardmesh-calibrate and read by shardmesh-plan-training; a
 // described machine (not measured here) has the same fields with
-// "measured": false. The model file: a gpt_config as JSON. The ranked
+// "measured": false. The model file: an architecture and its sizes as
+// JSON (today "gpt": a gpt_config). The ranked
 // plans as JSON. docs/07-choosing-a-strategy.md shows each.
 
 #include <shardmesh/models/gpt_description.hpp>
@@ -19,8 +20,9 @@ namespace planner_tool {
 [[nodiscard]] std::string hardware_json(shardmesh::parallel::hardware_model const& h);
 // Throws shardmesh::invalid_option_error naming the file and what is wrong in it.
 [[nodiscard]] shardmesh::parallel::hardware_model read_hardware(std::string const& path);
-// {"vocabulary": 50304, "sequence": 1024, "hidden": 768, "heads": 12, "head_size": 64, "ffn": 3072,
-//  "layers": 12, "sequence_parallel": false}; the same errors.
+// {"architecture": "gpt", "vocabulary": 50304, "sequence": 1024, "hidden": 768, "heads": 12,
+//  "head_size": 64, "ffn": 3072, "layers": 12, "sequence_parallel": false}; the same errors, naming the field
+// that is missing, not a whole number, or 0, and an architecture it does not know.
 [[nodiscard]] shardmesh::parallel::gpt_config read_model(std::string const& path);
 
 // One plan as the planner judged it: its predicted memory per rank (the

@@ -68,4 +68,13 @@ void all_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_o
   iall_reduce(comm, data, op, completion::immediate, exec).wait();
 }
 
+// One value on the host reduced over comm: a count, a loss, a norm.
+template <class T>
+[[nodiscard]] T all_reduce_value(communicator const& comm, T value, reduce_op op) {
+  Kokkos::View<T*, Kokkos::HostSpace> one("shardmesh::all_reduce_value", 1);
+  one(0) = value;
+  all_reduce(comm, one, op, Kokkos::DefaultHostExecutionSpace{});
+  return one(0);
+}
+
 }  // namespace shardmesh

@@ -164,10 +164,7 @@ template <class T, std::size_t Rank, class MemorySpace>
       KOKKOS_LAMBDA(std::size_t i, T& acc) { acc += v(i); }, local_sum);
   axis_set const axes = sharding_axes(x.bound()) | x.bound().partial_axes;
   if (axes.empty()) return local_sum;
-  Kokkos::View<T*, Kokkos::HostSpace> one("shardmesh::total", 1);
-  one(0) = local_sum;
-  all_reduce(x.mesh().group(axes), one, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-  return one(0);
+  return all_reduce_value(x.mesh().group(axes), local_sum, reduce_op::sum);
 }
 
 }  // namespace shardmesh::ops

@@ -27,13 +27,13 @@ struct collective_traffic {
   std::size_t bytes_held = 0;      // the rank's buffer, as hardware_model prices it (the larger side)
 };
 
-// By collective ("all_reduce", ...): the traffic of every transition of
+// By the plan's step kind (the collective it runs): the traffic of every transition of
 // `transitions` in the given phase, for rank `rank` of `mesh`, with
 // elements of `element_bytes` unless a transition says otherwise.
-[[nodiscard]] inline std::map<std::string, collective_traffic> transition_traffic(
+[[nodiscard]] inline std::map<step_kind, collective_traffic> transition_traffic(
     mesh_shape const& mesh, std::vector<transition_spec> const& transitions, bool in_backward, std::size_t rank,
     std::size_t element_bytes) {
-  std::map<std::string, collective_traffic> out;
+  std::map<step_kind, collective_traffic> out;
   for (transition_spec const& t : transitions) {
     if (t.in_backward != in_backward) continue;
     tensor_index global{};
@@ -42,7 +42,7 @@ struct collective_traffic {
     for (std::size_t i = 0; i < plan.size(); ++i) {
       plan_step const& s = plan[i];
       if (!communicates(s.kind)) continue;
-      collective_traffic& c = out[std::string(to_string(s.kind))];
+      collective_traffic& c = out[s.kind];
       ++c.calls;
       std::size_t const bytes = t.element_bytes != 0 ? t.element_bytes : element_bytes;
       c.bytes_received += received(mesh, s, global, rank) * bytes;

@@ -12,6 +12,7 @@
 //
 // Pure; no Kokkos or MPI.
 
+#include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/plan/stage_work.hpp"
 
 #include <algorithm>
@@ -72,6 +73,23 @@ struct kernel_fit {
   kernel_kind kind = kernel_kind::add;
   link_cost cost;
 };
+
+// The calibrated collective that prices a communicating step of a
+// redistribution plan: a permutation is point to point, the general
+// all-to-all-v an all-to-all. Precondition: communicates(kind).
+[[nodiscard]] constexpr collective_kind collective_of(step_kind kind) {
+  switch (kind) {
+    case step_kind::all_gather: return collective_kind::all_gather;
+    case step_kind::all_reduce: return collective_kind::all_reduce;
+    case step_kind::reduce_scatter: return collective_kind::reduce_scatter;
+    case step_kind::permute: return collective_kind::point_to_point;
+    case step_kind::all_to_all:
+    case step_kind::all_to_all_v:
+    case step_kind::slice:
+    case step_kind::to_partial: break;
+  }
+  return collective_kind::all_to_all;
+}
 
 // The library's own seconds for one stage's forward and backward of a
 // micro-batch beyond the arithmetic the planner prices (products and

@@ -221,7 +221,7 @@ class time_model {
       for (auto const& [kind, traffic] : transition_traffic(mesh, stage.transitions, in_backward, 0, element_bytes))
         seconds += static_cast<double>(traffic.calls) *
                    (hardware_.collective_seconds(
-                        kind_of(kind), traffic.group,
+                        collective_of(kind), traffic.group,
                         static_cast<double>(traffic.bytes_held) / static_cast<double>(traffic.calls),
                         traffic.group == plan.tp ? 1 : dp_stride(plan)) +  // on tp, else the loss's sum on dp
                     hardware_.redistribution_overhead +
@@ -260,12 +260,6 @@ class time_model {
 
   // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.
   [[nodiscard]] static std::size_t dp_stride(training_plan const& plan) { return plan.pp * plan.tp; }
-
-  [[nodiscard]] static collective_kind kind_of(std::string const& step) {
-    for (collective_kind k : collective_kinds)
-      if (to_string(k) == step) return k;
-    return collective_kind::all_to_all;  // all_to_all_v and permute: priced as an all-to-all
-  }
 
   memory_model const* model_;
   hardware_model hardware_;

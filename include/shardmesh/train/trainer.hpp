@@ -38,6 +38,9 @@
 // the norm and the loss are summed over the stages. Without "pp" the same
 // runs as one stage: 1F1B on one stage is forward and backward in turn.
 
+#include "shardmesh/comm/all_gather.hpp"
+#include "shardmesh/comm/all_reduce.hpp"
+#include "shardmesh/comm/barrier.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/nn/weight_gradients.hpp"
@@ -108,10 +111,7 @@ double counted_targets(dynamic_dtensor<int, 2, MemorySpace> const& targets,
       KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += t(i) < 0 ? 0.0 : 1.0; }, local);
   axis_set const axes = sharding_axes(targets.bound());
   if (axes.empty()) return local;
-  Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::counted_targets", 1);
-  sum(0) = local;
-  all_reduce(targets.mesh().group(axes), sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-  return sum(0);
+  return all_reduce_value(targets.mesh().group(axes), local, reduce_op::sum);
 }
 
 }  // namespace detail
@@ -282,20 +282,21 @@ class trainer {
   void check_partition() {
     constexpr std::size_t most = 8, fields = 4;  // chunks per stage compared; first, last, embedding, head
     std::size_t const p = stages(), v = chunks_.size();
-    std::vector<long long> mine(3 + most * fields, -1);
-    mine[0] = static_cast<long long>(stage());
-    mine[1] = static_cast<long long>(v);
-    mine[2] = 1;
+    Kokkos::View<long long*, Kokkos::HostSpace> mine("shardmesh::partition", 3 + most * fields);
+    Kokkos::deep_copy(mine, -1);
+    mine(0) = static_cast<long long>(stage());
+    mine(1) = static_cast<long long>(v);
+    mine(2) = 1;
     for (std::size_t c = 0; c < std::min(v, most); ++c) {
       model_part const& part = chunks_[c]->part();
-      mine[2] &= chunks_[c]->mesh() == stage_mesh_ ? 1 : 0;
+      mine(2) &= chunks_[c]->mesh() == stage_mesh_ ? 1 : 0;
       long long const record[fields] = {static_cast<long long>(part.first), static_cast<long long>(part.last),
                                         part.embedding, part.head};
-      std::copy(record, record + fields, mine.begin() + static_cast<std::ptrdiff_t>(3 + c * fields));
+      std::copy(record, record + fields, mine.data() + 3 + c * fields);
     }
-    std::vector<long long> all(mine.size() * mesh_.comm().size());
-    MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(), static_cast<int>(mine.size()),
-                  MPI_LONG_LONG, mesh_.comm().get());
+    Kokkos::View<long long*, Kokkos::HostSpace> all("shardmesh::partitions",
+                                                    mine.size() * static_cast<std::size_t>(mesh_.comm().size()));
+    all_gather(mesh_.comm(), mine, all, Kokkos::DefaultHostExecutionSpace{});
     std::vector<std::optional<std::pair<std::size_t, std::size_t>>> layers(p * v);
     for (std::size_t r = 0; r < static_cast<std::size_t>(mesh_.comm().size()); ++r) {
       long long const* rec = all.data() + r * mine.size();
@@ -398,7 +399,7 @@ class trainer {
         exec);
     transfers_ = &transfers;
     timeline_.clear();
-    if (options_.timeline) MPI_Barrier(mesh_.comm().get());
+    if (options_.timeline) barrier(mesh_.comm());
     auto const start = clock::now();
     auto const seconds = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
     double loss = 0;
@@ -455,10 +456,7 @@ class trainer {
     transfers.finish();
     transfers_ = nullptr;
     if (stages() == 1) return loss;
-    Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::pipeline_loss", 1);
-    sum(0) = loss;  // only the last stage has a loss
-    all_reduce(pp, sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-    return sum(0);
+    return all_reduce_value(pp, loss, reduce_op::sum);  // only the last stage has a loss
   }
 
   // The ledger counts what the stage keeps for the backward of the
@@ -526,10 +524,9 @@ class trainer {
   // sqrt of the sum of squares of every gradient element, each counted once
   // (over every stage: each holds its own parameters).
   double global_norm(exec_type const& exec) {
-    Kokkos::View<double*, Kokkos::HostSpace> sum("shardmesh::gradient_norm", 1);
-    for (auto& p : parameters_) sum(0) += p->counted_sum_of_squares(exec);
-    all_reduce(mesh_.comm(), sum, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-    return std::sqrt(sum(0));
+    double squares = 0;
+    for (auto& p : parameters_) squares += p->counted_sum_of_squares(exec);
+    return std::sqrt(all_reduce_value(mesh_.comm(), squares, reduce_op::sum));
   }
 
   std::vector<Model*> chunks_;
