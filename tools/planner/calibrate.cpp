@@ -131,48 +131,49 @@ bool bound_as_planned(shardmesh::communicator const& world, shardmesh::parallel:
   return all == 1;
 }
 
-int run(int argc, char** argv, shardmesh::communicator const& world) {
-  bool const speaks = world.rank() == 0;
-  bool quick = false;
-  std::string out = "hardware.json";
+struct calibrate_options {
+  bool quick = false, pace_only = false;
+  std::string out = "hardware.json", earlier_file;
+};
+
+// The command line into o; an exit status when the command is done (help, or a parse error).
+std::optional<int> parse_options(int argc, char** argv, bool speaks, calibrate_options& o) {
   CLI::App app{
       "Measures this machine for shardmesh-plan-training: GEMM rates, elementwise bandwidth, kernel times and each "
       "collective's alpha + beta x bytes on the ranks it runs on. Run it under mpirun at the rank count "
       "you plan for.",
       "shardmesh-calibrate"};
-  app.add_flag("--quick", quick, "fewer shapes and sizes: under a minute");
-  app.add_option("--out", out, "the hardware file to write")->capture_default_str()->type_name("FILE");
-  std::string earlier_file;
-  app.add_option("--faster-than", earlier_file,
+  app.add_flag("--quick", o.quick, "fewer shapes and sizes: under a minute");
+  app.add_option("--out", o.out, "the hardware file to write")->capture_default_str()->type_name("FILE");
+  app.add_option("--faster-than", o.earlier_file,
                  "a hardware file measured earlier on this machine and ranks: keep each figure's faster of the two "
                  "(calibrations spread over time meet more of a shared machine's quiet spells)")
       ->type_name("FILE");
-  bool pace_only = false;
-  app.add_flag("--pace", pace_only,
+  app.add_flag("--pace", o.pace_only,
                "only print the machine's pace: seconds of a fixed work on the slowest rank, the median of 5");
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
     return speaks ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
   }
-  if (pace_only) {
-    std::vector<double> paces;
-    for (int i = 0; i < 5; ++i) paces.push_back(shardmesh::parallel::machine_pace(world));
-    std::nth_element(paces.begin(), paces.begin() + 2, paces.end());
-    if (speaks) std::cout << paces[2] << std::endl;
-    return 0;
-  }
-  // Read by every rank before anything is measured: a bad file fails everywhere alike.
-  std::optional<shardmesh::parallel::hardware_model> earlier;
-  try {
-    if (!earlier_file.empty()) earlier = planner_tool::read_hardware(earlier_file);
-    if (earlier && (!earlier->measured || earlier->ranks != static_cast<std::size_t>(world.size())))
-      throw shardmesh::invalid_option_error("--faster-than " + earlier_file + ": not measured on " +
-                                            std::to_string(world.size()) + " ranks");
-  } catch (std::exception const& e) {
-    if (speaks) std::cerr << "shardmesh-calibrate: " << e.what() << std::endl;
-    return 1;
-  }
+  return std::nullopt;
+}
+
+// The earlier calibration to keep the faster figures of, read by every rank
+// before anything is measured: a bad file fails everywhere alike.
+std::optional<shardmesh::parallel::hardware_model> read_earlier(std::string const& file, std::size_t ranks) {
+  if (file.empty()) return std::nullopt;
+  shardmesh::parallel::hardware_model earlier = planner_tool::read_hardware(file);
+  if (!earlier.measured || earlier.ranks != ranks)
+    throw shardmesh::invalid_option_error("--faster-than " + file + ": not measured on " + std::to_string(ranks) +
+                                          " ranks");
+  return earlier;
+}
+
+// What the machine is, before measuring it; `computes`: whether this rank
+// is the first on its core (one rank per core computes, the others wait:
+// the figures are a core's).
+shardmesh::parallel::hardware_model describe_machine(shardmesh::communicator const& world, bool& computes) {
   MPI_Comm shared = MPI_COMM_NULL;
   MPI_Comm_split_type(world.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
   int ranks_here = 1;
@@ -180,66 +181,76 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
   MPI_Comm_size(shared, &ranks_here);
   MPI_Comm_rank(shared, &local_rank);
   MPI_Comm_free(&shared);
-
-  auto const say = [&](std::string const& what) {
-    if (speaks) std::cerr << "[calibrate] " << what << std::endl;
-  };
-  planner_tool::calibration_sizes const sizes = planner_tool::sizes_for(quick);
   shardmesh::parallel::hardware_model h;
   h.machine = machine_name() + ", " + to_string(shardmesh::query_runtime_info());
   h.measured = true;
   h.ranks = static_cast<std::size_t>(world.size());
   h.cores = std::max(1U, std::thread::hardware_concurrency());
   h.ranks_per_node = ranks_here < world.size() ? static_cast<std::size_t>(ranks_here) : 0;  // 0: one node
-  // One rank per core computes (the others wait): the figures are a core's.
   auto const here = static_cast<std::size_t>(local_rank), on_node = static_cast<std::size_t>(ranks_here);
-  bool const computes = here == 0 || h.core_of(here, on_node) != h.core_of(here - 1, on_node);
-  if (on_node > h.cores && !bound_as_planned(world, h, here, on_node) && speaks)
+  computes = here == 0 || h.core_of(here, on_node) != h.core_of(here - 1, on_node);
+  if (on_node > h.cores && !bound_as_planned(world, h, here, on_node) && world.rank() == 0)
     std::cerr << "shardmesh-calibrate: warning: " << on_node << " ranks share " << h.cores
               << " cores without being bound to them in blocks of consecutive ranks, as the planner assumes: "
                  "launch with tools/mpirun --bind (Open MPI: --map-by core --bind-to core)\n";
-  h.memory_per_rank = memory_per_rank(static_cast<std::size_t>(ranks_here));
-  std::size_t const passes = quick ? 2 : 3;
-  // Each part of each pass between two paces; each figure kept from the quiet passes.
+  h.memory_per_rank = memory_per_rank(on_node);
+  return h;
+}
+
+// Every part of every pass, each between two paces.
+struct paced_passes {
   std::vector<paced<std::vector<shardmesh::parallel::gemm_rate>>> gemm;
   std::vector<paced<kernel_figures>> kernel;
   std::vector<paced<std::vector<planner_tool::collective_series>>> collective;
   std::vector<paced<overhead_figures>> overhead;
+};
+
+template <class Say>
+paced_passes measure_passes(shardmesh::communicator const& world, planner_tool::calibration_sizes const& sizes,
+                            std::size_t ranks, bool computes, std::size_t passes, Say const& say) {
+  paced_passes m;
   for (std::size_t pass = 0; pass < passes; ++pass) {
     std::string const of = " (pass " + std::to_string(pass + 1) + " of " + std::to_string(passes) + ")";
     say("GEMM rates of " + std::to_string(sizes.gemm_shapes.size()) + " shapes" + of);
-    gemm.push_back(measure_paced(world, [&] { return planner_tool::measure_gemm(world, sizes, computes); }));
+    m.gemm.push_back(measure_paced(world, [&] { return planner_tool::measure_gemm(world, sizes, computes); }));
     say("elementwise bandwidth, and " + std::to_string(std::size(shardmesh::parallel::kernel_kinds)) +
         " of the library's kernels" + of);
-    kernel.push_back(measure_paced(world, [&] {
+    m.kernel.push_back(measure_paced(world, [&] {
       return kernel_figures{planner_tool::measure_elementwise(world, sizes, computes),
                             planner_tool::measure_kernels(world, sizes, computes)};
     }));
-    say("collectives on groups of 2 to " + std::to_string(h.ranks) + " ranks" + of);
-    collective.push_back(measure_paced(world, [&] { return planner_tool::measure_collectives(world, sizes); }));
+    say("collectives on groups of 2 to " + std::to_string(ranks) + " ranks" + of);
+    m.collective.push_back(measure_paced(world, [&] { return planner_tool::measure_collectives(world, sizes); }));
     say("the library's own cost per stage and per redistribution, and a collective's wait among computing ranks" + of);
-    overhead.push_back(measure_paced(world, [&] {
+    m.overhead.push_back(measure_paced(world, [&] {
       return overhead_figures{planner_tool::measure_stage_seconds(world, sizes, computes),
                               planner_tool::measure_redistribution_overhead(world, sizes),
                               planner_tool::measure_sync_overhead(world, sizes)};
     }));
   }
+  return m;
+}
+
+// Each figure into h from the passes at the machine's quietest pace (and the
+// earlier calibration's, where faster).
+void keep_quiet_figures(shardmesh::parallel::hardware_model& h, paced_passes const& m,
+                        std::optional<shardmesh::parallel::hardware_model> const& earlier) {
   // The fastest pace seen, here or by the earlier calibration: the machine left alone.
   h.pace = earlier && earlier->pace > 0 ? earlier->pace : std::numeric_limits<double>::infinity();
   auto const saw = [&](auto const& parts) {
     for (auto const& part : parts) h.pace = std::min(h.pace, part.pace);
   };
-  saw(gemm), saw(kernel), saw(collective), saw(overhead);
-  h.gemm = quiet_fastest(gemm, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
-  auto [elementwise, kernels] = quiet_fastest(kernel, h.pace, [](kernel_figures& best, kernel_figures const& pass) {
+  saw(m.gemm), saw(m.kernel), saw(m.collective), saw(m.overhead);
+  h.gemm = quiet_fastest(m.gemm, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
+  auto [elementwise, kernels] = quiet_fastest(m.kernel, h.pace, [](kernel_figures& best, kernel_figures const& pass) {
     best.elementwise = std::max(best.elementwise, pass.elementwise);
     planner_tool::keep_faster(best.kernels, pass.kernels);
   });
   h.elementwise_bytes_per_second = elementwise;
   auto collectives =
-      quiet_fastest(collective, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
+      quiet_fastest(m.collective, h.pace, [](auto& best, auto const& pass) { planner_tool::keep_faster(best, pass); });
   auto const [stages, redistribution, sync] =
-      quiet_fastest(overhead, h.pace, [](overhead_figures& best, overhead_figures const& pass) {
+      quiet_fastest(m.overhead, h.pace, [](overhead_figures& best, overhead_figures const& pass) {
         for (std::size_t i = 0; i < best.stages.size(); ++i)
           best.stages[i] = planner_tool::faster(best.stages[i], pass.stages[i]);
         best.redistribution = std::min(best.redistribution, pass.redistribution);
@@ -264,14 +275,41 @@ int run(int argc, char** argv, shardmesh::communicator const& world) {
     o = {std::max(0.0, measured.forward - a.forward), std::max(0.0, measured.backward - a.input - a.weight)};
     if (earlier) o = planner_tool::faster(o, earlier->overhead(kind));
   }
+}
+
+int run(int argc, char** argv, shardmesh::communicator const& world) {
+  bool const speaks = world.rank() == 0;
+  calibrate_options o;
+  if (std::optional<int> const done = parse_options(argc, argv, speaks, o)) return *done;
+  if (o.pace_only) {
+    std::vector<double> paces;
+    for (int i = 0; i < 5; ++i) paces.push_back(shardmesh::parallel::machine_pace(world));
+    std::nth_element(paces.begin(), paces.begin() + 2, paces.end());
+    if (speaks) std::cout << paces[2] << std::endl;
+    return 0;
+  }
+  std::optional<shardmesh::parallel::hardware_model> earlier;
+  try {
+    earlier = read_earlier(o.earlier_file, static_cast<std::size_t>(world.size()));
+  } catch (std::exception const& e) {
+    if (speaks) std::cerr << "shardmesh-calibrate: " << e.what() << std::endl;
+    return 1;
+  }
+  auto const say = [&](std::string const& what) {
+    if (speaks) std::cerr << "[calibrate] " << what << std::endl;
+  };
+  bool computes = false;
+  shardmesh::parallel::hardware_model h = describe_machine(world, computes);
+  keep_quiet_figures(
+      h, measure_passes(world, planner_tool::sizes_for(o.quick), h.ranks, computes, o.quick ? 2 : 3, say), earlier);
   if (speaks) {
-    std::ofstream file(out);
+    std::ofstream file(o.out);
     file << planner_tool::hardware_json(h);
     if (!file) {
-      std::cerr << "shardmesh-calibrate: cannot write " << out << std::endl;
+      std::cerr << "shardmesh-calibrate: cannot write " << o.out << std::endl;
       return 1;
     }
-    say("wrote " + out);
+    say("wrote " + o.out);
   }
   return 0;
 }

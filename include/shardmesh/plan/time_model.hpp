@@ -109,48 +109,16 @@ class time_model {
     std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
-    double reduction = 0, update_gather = 0, update = 0;
+    after_backward slowest;
     double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
     for (std::size_t s = 0; s < plan.pp; ++s) {
-      std::array<double, 3> work{0, 0, 0}, apart{0, 0, 0};  // arithmetic, collectives: over the chunks
-      double tp_here = 0, gather_here = 0;
-      for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
-        for (std::size_t st : chunk) {
-          action_cost const a = cached_stage_cost(plan, stage_mesh, st, element_bytes);
-          double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
-          work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
-          apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
-          tp_here += a.tp_forward + a.tp_input;
-          gather_here += gather;
-        }
-      for (std::size_t k = 0; k < 3; ++k) {  // a chunk's
-        collectives[s][k] = apart[k] / static_cast<double>(plan.virtual_stages);
-        per_stage[s][k] = work[k] / static_cast<double>(plan.virtual_stages) + collectives[s][k];
-      }
-      // The stage's data-parallel work, on its rank 0 (its tp rank 0 holds the largest shards).
-      std::size_t const rank = s * plan.tp;
-      state_memory const m = model_->state(plan, rank, element_bytes, state_tensors);
-      double const gradient_bytes = static_cast<double>(m.gradients);
-      auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
-      bool const scatter = plan.zero >= zero_stage::gradients;
-      double const r = plan.dp > 1
-                           ? buckets * (hardware_.collective_seconds(
-                                            scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce,
-                                            plan.dp, gradient_bytes / buckets, dp_stride(plan), true) +
-                                        hardware_.sync_overhead)
-                           : 0;
-      double g = 0;  // ZeRO-1 and 2 gather each updated parameter back
-      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
-        for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
-          for (std::size_t st : chunk) g += gathers(plan, st, element_bytes, false);
-      double const u = sharing * hardware_.kernel_seconds(
-                                     {kernel_kind::adamw,
-                                      static_cast<double>(m.optimizer_state) /
-                                          static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes)},
-                                     element_bytes);
-      if (r + g + u > reduction + update_gather + update) reduction = r, update_gather = g, update = u;
-      tp_per_micro = std::max(tp_per_micro, tp_here);
-      gather_per_micro = std::max(gather_per_micro, gather_here);
+      chunk_actions const a = actions_of_stage(plan, s, element_bytes);
+      per_stage[s] = a.whole;
+      collectives[s] = a.collectives;
+      after_backward const d = data_parallel_work(plan, s, element_bytes, state_tensors, bucket_bytes, sharing);
+      if (d.total() > slowest.total()) slowest = d;
+      tp_per_micro = std::max(tp_per_micro, a.tensor_parallel);
+      gather_per_micro = std::max(gather_per_micro, a.parameter_gather);
     }
     boundary_spec const boundary = model_->model().boundary(stage_mesh, samples);
     double const activation_bytes =
@@ -166,8 +134,8 @@ class time_model {
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
     t.tensor_parallel = tp_per_micro * m;
     t.parameter_gather = gather_per_micro * m;
-    t.data_parallel = (1 - hardware_.data_parallel_overlap) * reduction + update_gather;
-    t.optimizer = update;
+    t.data_parallel = (1 - hardware_.data_parallel_overlap) * slowest.reduction + slowest.update_gather;
+    t.optimizer = slowest.update;
     return t;
   }
 
@@ -181,6 +149,64 @@ class time_model {
     double forward = 0, input = 0, weight = 0;
     double tp_forward = 0, tp_input = 0;
   };
+
+  // A pipeline stage's F, I and W for one micro-batch of one of its chunks
+  // (the mean over its chunks): whole, and their collectives apart (ZeRO-3's
+  // gathers split between F and I); and of all its chunks, the
+  // tensor-parallel collectives' and the gathers' seconds.
+  struct chunk_actions {
+    std::array<double, 3> whole{0, 0, 0}, collectives{0, 0, 0};
+    double tensor_parallel = 0, parameter_gather = 0;
+  };
+  [[nodiscard]] chunk_actions actions_of_stage(training_plan const& plan, std::size_t s,
+                                               std::size_t element_bytes) const {
+    mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
+    std::array<double, 3> work{0, 0, 0}, apart{0, 0, 0};  // arithmetic, collectives: over the chunks
+    chunk_actions out;
+    for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
+      for (std::size_t st : chunk) {
+        action_cost const a = cached_stage_cost(plan, stage_mesh, st, element_bytes);
+        double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
+        work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
+        apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
+        out.tensor_parallel += a.tp_forward + a.tp_input;
+        out.parameter_gather += gather;
+      }
+    for (std::size_t k = 0; k < 3; ++k) {
+      out.collectives[k] = apart[k] / static_cast<double>(plan.virtual_stages);
+      out.whole[k] = work[k] / static_cast<double>(plan.virtual_stages) + out.collectives[k];
+    }
+    return out;
+  }
+
+  // What a stage does after its backward, on its rank 0 (its tp rank 0
+  // holds the largest shards): the gradient buckets' reduction on dp,
+  // ZeRO-1 and 2's gather of each updated parameter, and the update.
+  struct after_backward {
+    double reduction = 0, update_gather = 0, update = 0;
+    [[nodiscard]] double total() const { return reduction + update_gather + update; }
+  };
+  [[nodiscard]] after_backward data_parallel_work(training_plan const& plan, std::size_t s, std::size_t element_bytes,
+                                                  std::size_t state_tensors, std::size_t bucket_bytes,
+                                                  double sharing) const {
+    state_memory const m = model_->state(plan, s * plan.tp, element_bytes, state_tensors);
+    double const gradient_bytes = static_cast<double>(m.gradients);
+    auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
+    bool const scatter = plan.zero >= zero_stage::gradients;
+    after_backward out;
+    if (plan.dp > 1)
+      out.reduction = buckets * (hardware_.collective_seconds(
+                                     scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, plan.dp,
+                                     gradient_bytes / buckets, dp_stride(plan), true) +
+                                 hardware_.sync_overhead);
+    if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+      for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
+        for (std::size_t st : chunk) out.update_gather += gathers(plan, st, element_bytes, false);
+    double const elements = static_cast<double>(m.optimizer_state) /
+                            static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes);
+    out.update = sharing * hardware_.kernel_seconds({kernel_kind::adamw, elements}, element_bytes);
+    return out;
+  }
 
   // The core of each of each stage's ranks (numbered row-major over dp x pp x tp).
   [[nodiscard]] std::vector<std::vector<std::size_t>> stage_cores(training_plan const& plan) const {
