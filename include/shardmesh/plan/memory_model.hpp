@@ -57,8 +57,9 @@ struct state_memory {
 // asks for thousands of plans). Holds the description by reference.
 class memory_model {
  public:
-  explicit memory_model(model_description const& model) : model_(&model), costs_(partition_costs(model)) {
-    std::vector<stage_description> const stages = model.stages(mesh_shape{{"tp", 1}}, 1);
+  explicit memory_model(model_description const& model) : model_(&model) {
+    std::vector<stage_description> const stages = stages_on_one_rank(model);
+    costs_ = partition_costs(stages);
     for (std::size_t s = 0; s < stages.size(); ++s)
       (stages[s].place == stage_place::first   ? first_
        : stages[s].place == stage_place::block ? blocks_

@@ -116,11 +116,16 @@ class model_description {
   return f;
 }
 
+// A model's stages on one rank, for one sample.
+[[nodiscard]] inline std::vector<stage_description> stages_on_one_rank(model_description const& model) {
+  return model.stages(mesh_shape{{"tp", 1}}, 1);
+}
+
 // What a balanced pipeline partition weighs: each block's forward flops on
 // one rank, and those of the stages placed first and last.
-[[nodiscard]] inline layer_costs partition_costs(model_description const& model) {
+[[nodiscard]] inline layer_costs partition_costs(std::vector<stage_description> const& stages) {
   layer_costs costs;
-  for (stage_description const& s : model.stages(mesh_shape{{"tp", 1}}, 1)) {
+  for (stage_description const& s : stages) {
     double const f = forward_flops(s.work);
     if (s.place == stage_place::block)
       costs.blocks.push_back(f);
@@ -128,6 +133,9 @@ class model_description {
       (s.place == stage_place::first ? costs.embedding : costs.head) += f;
   }
   return costs;
+}
+[[nodiscard]] inline layer_costs partition_costs(model_description const& model) {
+  return partition_costs(stages_on_one_rank(model));
 }
 
 // The elements of a tensor of global `extents` in layout `l` on rank
