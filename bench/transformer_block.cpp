@@ -555,7 +555,7 @@ struct block_case {
     parallel::declared_parameters<float, host> const declared(
         mesh, parallel::gpt_stage_parameters(config, mesh.shape(), 1),
         [&](std::string const& name) { return parameter_values(s, name.substr(3)); });
-    ours.emplace(block_type::make(declared, config, layouts, "h0."));
+    ours.emplace(parallel::gpt_architecture::make_block(declared, config, layouts, "h0."));
     x_host = group_rows(s, r, group.index, 1);
     dy_host = group_rows(s, r, group.index, 2);
     std::size_t const b = s.batch / static_cast<std::size_t>(r.groups);

@@ -1,7 +1,10 @@
-// Trains the small GPT on a generated task with data, tensor, pipeline and
-// state parallelism chosen on the command line, on 1 to 8 ranks:
+// Trains the small GPT, or with --model llama the Llama-style model (RMS
+// norms, rotary embeddings, --kv-heads key/value heads, SwiGLU), on a
+// generated task with data, tensor, pipeline and state parallelism chosen
+// on the command line, on 1 to 8 ranks:
 //
 //   mpiexec -n 4 build/release/examples/train_gpt --dp 2 --tp 2 --zero 3 --micro-batch 4 --accumulation 2
+//   mpiexec -n 4 build/release/examples/train_gpt --model llama --kv-heads 1 --tp 4
 //   mpiexec -n 2 build/release/examples/train_gpt --pp 2 --schedule 1f1b --microbatches 8 --timeline 1f1b.svg
 //
 // With --pp, the layers are cut into pp x --virtual chunks balanced by
@@ -67,8 +70,8 @@ using namespace shardmesh;
 
 namespace {
 
-using model_type = parallel::gpt<float, Kokkos::HostSpace>;
-using trainer_type = parallel::trainer<model_type>;
+using gpt_type = parallel::gpt<float, Kokkos::HostSpace>;
+using llama_type = parallel::llama<float, Kokkos::HostSpace>;
 
 // The two loss curves of --check may differ by this fraction of the loss: the
 // same float model, its sums taken in other orders (about 1e-6 relative per
@@ -80,7 +83,10 @@ struct options {
   std::size_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
   std::string schedule = "1f1b", timeline, report, save, resume;
   std::size_t every = 0;
+  std::string model = "gpt";
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
+  std::size_t kv_heads = 0;  // 0: as many as the heads
+  double rope_base = 10000;
   std::string method = "adamw";
   double lr = 3e-3, clip = 1.0, weight_decay = 0.01, lr_floor = 0.1;
   std::size_t warmup = 0, decay_steps = 0;  // decay_steps 0: a constant learning rate after the warm-up
@@ -95,6 +101,7 @@ struct options {
 // command-line name.
 template <class Options, class F>
 void for_each_run_option(Options& o, F&& f) {
+  f("model", o.model);
   f("vocabulary", o.vocabulary);
   f("sequence", o.sequence);
   f("hidden", o.hidden);
@@ -102,6 +109,8 @@ void for_each_run_option(Options& o, F&& f) {
   f("head-size", o.head_size);
   f("ffn", o.ffn);
   f("layers", o.layers);
+  f("kv-heads", o.kv_heads);
+  f("rope-base", o.rope_base);
   f("optimizer", o.method);
   f("lr", o.lr);
   f("warmup", o.warmup);
@@ -151,9 +160,25 @@ void take_run_options(options& o, std::string const& saved) {
   });
 }
 
-// Layer-norm gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in).
-parallel::parameter_source initial_values(parallel::gpt_config const& c, std::uint64_t seed) {
-  return [seed, declared = parallel::gpt_parameters(c)](std::string const& name) {
+// The model's config, description and parameters, by its type.
+parallel::gpt_config config_of(options const& o, gpt_type const*) {
+  return {o.vocabulary, o.sequence, o.hidden, o.heads, o.head_size, o.ffn, o.layers, 1e-5, o.sequence_parallel};
+}
+parallel::llama_config config_of(options const& o, llama_type const*) {
+  return {o.vocabulary,       o.sequence, o.hidden, o.heads, o.kv_heads == 0 ? o.heads : o.kv_heads,
+          o.head_size,        o.ffn,      o.layers, 1e-5,    o.rope_base,
+          o.sequence_parallel};
+}
+parallel::gpt_description describe(parallel::gpt_config const& c) { return parallel::gpt_description(c); }
+parallel::llama_description describe(parallel::llama_config const& c) { return parallel::llama_description(c); }
+
+// Norms' gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in).
+template <class Config>
+parallel::parameter_source initial_values(Config const& c, std::uint64_t seed) {
+  std::vector<parallel::parameter_spec> declared;
+  for (parallel::stage_description const& s : parallel::stages_on_one_rank(describe(c)))
+    declared.insert(declared.end(), s.parameters.begin(), s.parameters.end());
+  return [seed, declared](std::string const& name) {
     parallel::parameter_spec const* p = parallel::find_parameter(declared, name);
     if (p == nullptr) return std::vector<double>{};
     std::vector<double> v(p->elements(), name.ends_with("_g") ? 1.0 : 0.0);
@@ -196,15 +221,18 @@ parallel::schedule_kind schedule_of(std::string const& name) {
 
 // One training run on its own mesh: dp x pp x tp over `comm`, this rank's
 // pipeline stage holding its chunks of the model.
+template <class Model>
 class run {
  public:
+  using trainer_type = parallel::trainer<Model>;
+
   run(MPI_Comm comm, options const& o, parallel::batch_accounting const& batch, std::size_t pp, std::size_t tp,
       parallel::zero_stage stage)
       : o_(o),
         batch_(batch),
         mesh_(comm, mesh_shape{{"dp", batch.data_parallel()}, {"pp", pp}, {"tp", tp}}),
         stage_(mesh_.submesh({"dp", "tp"})),
-        config_{o.vocabulary, o.sequence, o.hidden, o.heads, o.head_size, o.ffn, o.layers, 1e-5, o.sequence_parallel},
+        config_(config_of(o, static_cast<Model const*>(nullptr))),
         chunks_(make_chunks(pp, pp > 1 ? o.chunks : 1)),
         trainer_(pointers(), mesh_,
                  {.stage = stage,
@@ -215,8 +243,8 @@ class run {
                   .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
                   .timeline = !o.timeline.empty()}) {}
 
-  [[nodiscard]] trainer_type::step_result step(std::size_t s) {
-    std::vector<trainer_type::micro_batch> micro;
+  [[nodiscard]] typename trainer_type::step_result step(std::size_t s) {
+    std::vector<typename trainer_type::micro_batch> micro;
     for (std::size_t a = 0; a < batch_.accumulation(); ++a) {
       interval const part = batch_.micro_step(a);
       samples const d = make_samples(o_, s, part.begin, part.size());
@@ -248,17 +276,16 @@ class run {
 
  private:
   // Chunk c of this stage is virtual stage c x pp + s of the balanced partition.
-  std::deque<model_type> make_chunks(std::size_t pp, std::size_t v) {
-    auto const parts = parallel::partition_layers(config_.layers, pp * v,
-                                                  parallel::partition_costs(parallel::gpt_description(config_)));
-    std::deque<model_type> chunks;
+  std::deque<Model> make_chunks(std::size_t pp, std::size_t v) {
+    auto const parts = parallel::partition_layers(config_.layers, pp * v, parallel::partition_costs(describe(config_)));
+    std::deque<Model> chunks;
     for (std::size_t c = 0; c < v; ++c)
       chunks.emplace_back(stage_, config_, initial_values(config_, o_.seed), parts[c * pp + mesh_.coordinates()[1]]);
     return chunks;
   }
-  std::vector<model_type*> pointers() {
-    std::vector<model_type*> out;
-    for (model_type& m : chunks_) out.push_back(&m);
+  std::vector<Model*> pointers() {
+    std::vector<Model*> out;
+    for (Model& m : chunks_) out.push_back(&m);
     return out;
   }
 
@@ -281,8 +308,8 @@ class run {
   options o_;
   parallel::batch_accounting batch_;
   device_mesh mesh_, stage_;
-  parallel::gpt_config config_;
-  std::deque<model_type> chunks_;
+  typename Model::config_type config_;
+  std::deque<Model> chunks_;
   trainer_type trainer_;
 };
 
@@ -294,7 +321,8 @@ parallel::batch_accounting accounting(options const& o) {
                       : parallel::batch_accounting(o.micro, o.accumulation, o.dp);
 }
 
-void print_memory(run const& r, char const* when) {
+template <class Model>
+void print_memory(run<Model> const& r, char const* when) {
   if (r.mesh().rank() != 0) return;
   std::printf("\nmemory per rank (rank 0), peak in each phase of the %s step:\n%s\n", when,
               parallel::to_string(r.trainer().memory()).c_str());
@@ -303,7 +331,8 @@ void print_memory(run const& r, char const* when) {
 // The last step's timeline as measured and as simulated with its mean
 // action times: the idle shares printed, the picture written (SVG, and PNG
 // through rsvg-convert where it is installed).
-void draw_timeline(run const& r, std::string const& file) {
+template <class Model>
+void draw_timeline(run<Model> const& r, std::string const& file) {
   auto const measured = parallel::gather_timeline(r.trainer(), r.mesh());
   if (!measured) return;
   parallel::pipeline_simulation const predicted = simulate(measured->schedule, measured->mean_costs());
@@ -318,7 +347,8 @@ void draw_timeline(run const& r, std::string const& file) {
 
 // Each step's seconds and pace, and per memory category the largest peak of any
 // phase on any rank (collective: every rank calls it; rank 0 writes).
-void write_report(run const& r, std::size_t first_step, std::vector<double> const& seconds,
+template <class Model>
+void write_report(run<Model> const& r, std::size_t first_step, std::vector<double> const& seconds,
                   std::vector<double> const& paces, std::vector<double> const& losses, std::string const& file) {
   constexpr std::size_t n = memory_category_count;
   std::array<unsigned long long, n> peak{};
@@ -345,20 +375,9 @@ void write_report(run const& r, std::size_t first_step, std::vector<double> cons
   if (!out) throw invalid_option_error("train_gpt: cannot write " + file);
 }
 
-int train(options o) {
-  auto const ranks = static_cast<std::size_t>([] {
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-  }());
-  if (o.dp * o.pp * o.tp != ranks)
-    throw invalid_mesh_error("train_gpt: dp x pp x tp = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
-                             std::to_string(ranks) + " ranks");
-  std::filesystem::path const saved = o.resume.empty() ? "" : std::filesystem::path(o.resume) / "state.h5";
-  if (!o.resume.empty())  // the run's options first: they make the model
-    take_run_options(
-        o,
-        io::checkpoint_reader(device_mesh(MPI_COMM_WORLD, mesh_shape{{"ranks", ranks}}), saved).text("configuration"));
+template <class Model>
+int train(options const& o, std::size_t ranks, std::filesystem::path const& saved) {
+  using run = ::run<Model>;
   parallel::batch_accounting const batch = accounting(o);
   run distributed(MPI_COMM_WORLD, o, batch, o.pp, o.tp, parallel::to_zero_stage(static_cast<long long>(o.zero)));
   std::optional<run> serial;  // the same global batch on one rank
@@ -437,6 +456,26 @@ int train(options o) {
   return ok ? 0 : 1;
 }
 
+// The run's options (from the checkpoint when resuming: they make the model), then the model's run.
+int train(options o) {
+  auto const ranks = static_cast<std::size_t>([] {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+  }());
+  if (o.dp * o.pp * o.tp != ranks)
+    throw invalid_mesh_error("train_gpt: dp x pp x tp = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
+                             std::to_string(ranks) + " ranks");
+  std::filesystem::path const saved = o.resume.empty() ? "" : std::filesystem::path(o.resume) / "state.h5";
+  if (!o.resume.empty())
+    take_run_options(
+        o,
+        io::checkpoint_reader(device_mesh(MPI_COMM_WORLD, mesh_shape{{"ranks", ranks}}), saved).text("configuration"));
+  if (o.model == "gpt") return train<gpt_type>(o, ranks, saved);
+  if (o.model == "llama") return train<llama_type>(o, ranks, saved);
+  throw invalid_option_error("train_gpt: --model " + o.model + " is neither gpt nor llama");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -467,6 +506,8 @@ int main(int argc, char** argv) {
   app.add_option("--clip", o.clip, "largest global gradient norm (0: none)")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay)->capture_default_str();
   app.add_option("--bucket-kib", o.bucket_kib, "gradient bucket size in KiB")->capture_default_str();
+  app.add_option("--model", o.model, "gpt, or llama (RMS norms, rotary embeddings, grouped-query attention, SwiGLU)")
+      ->capture_default_str();
   app.add_option("--vocabulary", o.vocabulary)->capture_default_str();
   app.add_option("--sequence", o.sequence)->check(CLI::Range(2, 4096))->capture_default_str();
   app.add_option("--hidden", o.hidden)->capture_default_str();
@@ -474,6 +515,9 @@ int main(int argc, char** argv) {
   app.add_option("--head-size", o.head_size)->capture_default_str();
   app.add_option("--ffn", o.ffn)->capture_default_str();
   app.add_option("--layers", o.layers)->capture_default_str();
+  app.add_option("--kv-heads", o.kv_heads, "llama: key/value heads, dividing --heads (0: as many)")
+      ->capture_default_str();
+  app.add_option("--rope-base", o.rope_base, "llama: the rotary embeddings' base")->capture_default_str();
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_flag("--sequence-parallel", o.sequence_parallel, "shard activations on the sequence between blocks");
   app.add_flag("--padded", o.padded, "sequences of random length, padded");

@@ -3,10 +3,11 @@
 
 // A model whose backward is not reachable: the trainer names what it lacks.
 class no_backward : public shardmesh::parallel::gpt<float, Kokkos::HostSpace> {
-  using gpt::backward_chunk;  // private here
+  using base = shardmesh::parallel::gpt<float, Kokkos::HostSpace>;
+  using base::backward_chunk;  // private here
 
  public:
-  using gpt::gpt;
+  using base::base;
 };
 
 template class shardmesh::parallel::trainer<no_backward>;

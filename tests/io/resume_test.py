@@ -2,7 +2,8 @@
 
     python3 resume_test.py DIR TRAIN_GPT MPIEXEC NUMPROC_FLAG [PREFLAGS...]
 
-Each case trains examples/train_gpt for 6 steps and saves its state, then
+Each case trains examples/train_gpt (the GPT, or the Llama-style model) for
+6 steps and saves its state, then
 resumes it to step 10 under another configuration and rank count, and
 trains that configuration uninterrupted for 10 steps alongside. The resumed
 run checks itself that the state it read equals the saved one bit for bit
@@ -20,6 +21,7 @@ import sys
 
 TOLERANCE = 1e-3
 COMMON = ["--global-batch", "8", "--quiet"]
+LLAMA = ["--model", "llama", "--kv-heads", "1"]
 
 # (saved on, resumed on): each as (ranks, options).
 CASES = [
@@ -28,6 +30,8 @@ CASES = [
     ((4, ["--dp", "2", "--tp", "2", "--zero", "3"]),
      (4, ["--dp", "2", "--pp", "2", "--zero", "3", "--schedule", "zb-h1", "--microbatches", "2"])),
     ((4, ["--dp", "2", "--pp", "2", "--zero", "2", "--microbatches", "2"]), (2, ["--tp", "2"])),
+    # The Llama-style model with one key/value head (held whole by both tp ranks), resumed as a pipeline.
+    ((4, [*LLAMA, "--dp", "2", "--tp", "2", "--zero", "3"]), (2, [*LLAMA, "--pp", "2", "--microbatches", "2"])),
 ]
 
 

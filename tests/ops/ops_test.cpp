@@ -1,13 +1,14 @@
-// Elementwise ops, reductions, softmax, layer norm and cross-entropy on
-// dtensors: forward against serial loops for inputs in every layout of a
-// small enumeration (so that each planned move is exercised), backward
-// against central finite differences of the distributed forward.
+// Elementwise ops, reductions, softmax, layer and RMS norm, SwiGLU, rotary
+// embeddings, grouped-query heads and cross-entropy on dtensors: forward against serial loops for inputs in every
+// layout of a small enumeration (so that each planned move is exercised), backward against central finite differences
+// of the distributed forward.
 #include "ops_check.hpp"
 
 #include "../algebra/layout_enumeration.hpp"
 
 #include <shardmesh/ops/cross_entropy.hpp>
 #include <shardmesh/ops/elementwise.hpp>
+#include <shardmesh/ops/heads.hpp>
 #include <shardmesh/ops/layer_norm.hpp>
 #include <shardmesh/ops/reduction.hpp>
 #include <shardmesh/ops/softmax.hpp>
@@ -40,6 +41,8 @@ std::vector<layout> layouts(device_mesh const& mesh, bool partial) {
   if (partial) options.partial = {reduce_op::sum};
   return test::all_layouts(mesh.shape(), 3, options);
 }
+
+double silu(double x) { return x / (1 + std::exp(-x)); }
 
 double gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
@@ -270,6 +273,166 @@ TEST_CASE("layer norm equals serial rows from every layout; backward matches dif
   auto const small = test::make<3>(mesh, l, tensor_index{3, 4, 4}, test::pseudo_random(48, 13));
   REQUIRE_THROWS_AS(ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w), small),
                     mismatched_tensor_error);
+}
+
+TEST_CASE("RMS norm equals serial rows from every layout; backward matches differences", "[ops][layer_norm]") {
+  device_mesh const mesh = world();
+  tensor_index const e1{5};
+  auto const gx = test::pseudo_random(count, 18);
+  auto gg = test::pseudo_random(5, 19);
+  for (double& v : gg) v += 1;
+  double const eps = 1e-5;
+  auto const want = by_rows(gx, 5, [&](double const* x, double* y) {
+    double squares = 0;
+    for (std::size_t j = 0; j < 5; ++j) squares += x[j] * x[j] / 5;
+    for (std::size_t j = 0; j < 5; ++j) y[j] = x[j] / std::sqrt(squares + eps) * gg[j];
+  });
+  layout const r1{replicated};
+  auto const gamma = test::make<1>(mesh, r1, e1, gg);
+  for (layout const& l : layouts(mesh, true)) {
+    INFO(to_string(l).view());
+    test::require_close(test::values_of(ops::rms_norm(test::make<3>(mesh, l, shape, gx), gamma, eps).y), want, 1e-10);
+  }
+  layout const l{replicated, shard("tp"), replicated};
+  auto const w = test::pseudo_random(count, 20);
+  auto const run = [&](std::vector<double> const& x, std::vector<double> const& g) {
+    return dot(w,
+               test::values_of(ops::rms_norm(test::make<3>(mesh, l, shape, x), test::make<1>(mesh, r1, e1, g), eps).y));
+  };
+  auto const f = ops::rms_norm(test::make<3>(mesh, l, shape, gx), gamma, eps);
+  auto const grads = ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w));
+  check_gradient([&](auto const& x) { return run(x, gg); }, gx, test::values_of(grads.dx));
+  check_gradient([&](auto const& g) { return run(gx, g); }, gg, test::values_of(redistribute(grads.dgamma, r1)));
+  // With a residual: dx plus it.
+  auto const residual = test::pseudo_random(count, 21);
+  auto const fused = ops::layer_norm_backward(f.saved, gamma, test::make<3>(mesh, l, shape, w),
+                                              test::make<3>(mesh, l, shape, residual));
+  auto want_dx = test::values_of(grads.dx);
+  for (std::size_t i = 0; i < count; ++i) want_dx[i] += residual[i];
+  test::require_close(test::values_of(fused.dx), want_dx, 1e-12);
+}
+
+TEST_CASE("SwiGLU equals serial loops from every pair of layouts; backward matches differences",
+          "[ops][elementwise][gradient]") {
+  device_mesh const mesh = world();
+  auto const ga = test::pseudo_random(count, 22);
+  auto const gb = test::pseudo_random(count, 23);
+  std::vector<double> want(count);
+  for (std::size_t i = 0; i < count; ++i) want[i] = silu(ga[i]) * gb[i];
+  for (layout const& la : layouts(mesh, false))
+    for (layout const& lb : layouts(mesh, false)) {
+      INFO(to_string(la).view() << " and " << to_string(lb).view());
+      test::require_close(
+          test::values_of(ops::swiglu(test::make<3>(mesh, la, shape, ga), test::make<3>(mesh, lb, shape, gb))), want,
+          exact);
+    }
+  layout const l{replicated, replicated, shard("tp")};
+  auto const w = test::pseudo_random(count, 24);
+  auto const run = [&](std::vector<double> const& a, std::vector<double> const& b) {
+    return dot(w, test::values_of(ops::swiglu(test::make<3>(mesh, l, shape, a), test::make<3>(mesh, l, shape, b))));
+  };
+  auto const d = ops::swiglu_backward(test::make<3>(mesh, l, shape, ga), test::make<3>(mesh, l, shape, gb),
+                                      test::make<3>(mesh, layout{shard("tp"), replicated, replicated}, shape, w));
+  check_gradient([&](auto const& a) { return run(a, gb); }, ga, test::values_of(d.d_gate));
+  check_gradient([&](auto const& b) { return run(ga, b); }, gb, test::values_of(d.d_up));
+}
+
+namespace {
+
+tensor_index const heads_shape{2, 5, 3, 4};  // [b, t, h, d]
+constexpr std::size_t heads_count = 120;
+
+std::vector<layout> head_layouts() {
+  return {
+      layout{replicated, replicated, replicated, replicated}, layout{replicated, replicated, shard("tp"), replicated},
+      layout{shard("tp"), replicated, replicated, replicated}, layout{replicated, shard("tp"), replicated, replicated},
+      layout{replicated, replicated, replicated, shard("tp")}};
+}
+
+}  // namespace
+
+TEST_CASE("rotary embeddings equal their closed form from every layout; backward is the transpose",
+          "[ops][rotary][gradient]") {
+  device_mesh const mesh = world();
+  double const base = 10000;
+  auto const gx = test::pseudo_random(heads_count, 25);
+  // Element (b, t, h, i) and (b, t, h, i + 2) rotated by t base^(-2i/4), written out.
+  std::vector<double> want(heads_count);
+  for (std::size_t r = 0; r < heads_count / 4; ++r) {
+    double const t = static_cast<double>(r / 3 % 5);
+    for (std::size_t i = 0; i < 2; ++i) {
+      double const angle = t * std::pow(base, -static_cast<double>(i) / 2);
+      double const a = gx[r * 4 + i], b = gx[r * 4 + i + 2];
+      want[r * 4 + i] = a * std::cos(angle) - b * std::sin(angle);
+      want[r * 4 + i + 2] = b * std::cos(angle) + a * std::sin(angle);
+    }
+  }
+  for (layout const& l : head_layouts()) {
+    INFO(to_string(l).view());
+    auto const y = ops::rotary(test::make<4>(mesh, l, heads_shape, gx), base);
+    test::require_close(test::values_of(y), want, 1e-12);
+    // Rotating back gives x again.
+    test::require_close(test::values_of(ops::rotary_backward(y, base)), gx, 1e-12);
+  }
+  // Scores see relative positions only: q at t and k at u score as q at t + 1 and k at u + 1.
+  auto const rotated = test::values_of(ops::rotary(test::make<4>(mesh, head_layouts()[1], heads_shape, gx), base));
+  auto const at = [&](std::size_t t, std::size_t h) { return &rotated[(t * 3 + h) * 4]; };
+  std::vector<double> x_shifted(heads_count);
+  auto const dot4 = [](double const* a, double const* b) {
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+  };
+  for (std::size_t r = 0; r < heads_count; ++r) x_shifted[r] = gx[r];
+  // Put sample 0's vectors at t = 0, 1 into positions 1, 2 and compare the score of heads 0 and 1.
+  for (std::size_t j = 0; j < 24; ++j) x_shifted[12 + j] = gx[j];
+  auto const shifted =
+      test::values_of(ops::rotary(test::make<4>(mesh, head_layouts()[0], heads_shape, x_shifted), base));
+  CHECK(std::abs(dot4(at(0, 0), at(1, 1)) - dot4(&shifted[(1 * 3 + 0) * 4], &shifted[(2 * 3 + 1) * 4])) < 1e-12);
+  // Backward: the gradient of sum w . rotary(x) by differences.
+  layout const l{replicated, replicated, shard("tp"), replicated};
+  auto const w = test::pseudo_random(heads_count, 26);
+  auto const dx = ops::rotary_backward(test::make<4>(mesh, l, heads_shape, w), base);
+  check_gradient(
+      [&](auto const& x) { return dot(w, test::values_of(ops::rotary(test::make<4>(mesh, l, heads_shape, x), base))); },
+      gx, test::values_of(dx));
+  // An odd head size is refused.
+  REQUIRE_THROWS_AS(ops::rotary(test::make<4>(mesh, l, tensor_index{1, 2, 3, 3}, test::pseudo_random(18, 27)), base),
+                    invalid_option_error);
+}
+
+TEST_CASE("grouped-query heads: expand copies each group's shared head, reduce is its transpose", "[ops][heads]") {
+  device_mesh const mesh = world();
+  std::size_t const n = mesh.size();
+  // 6 query heads over 1, 2, 3 and 6 key/value heads; queries split on tp, shared heads whole or split with them.
+  for (std::size_t kv : {1, 2, 3, 6}) {
+    std::size_t const group = 6 / kv;
+    tensor_index const q_shape{2, 3, 6, 2}, kv_shape{2, 3, kv, 2};
+    auto const gkv = test::pseudo_random(12 * kv, 28);
+    std::vector<double> want(72);
+    for (std::size_t r = 0; r < 6; ++r)
+      for (std::size_t q = 0; q < 6; ++q)
+        for (std::size_t j = 0; j < 2; ++j) want[(r * 6 + q) * 2 + j] = gkv[(r * kv + q / group) * 2 + j];
+    layout const queries{replicated, replicated, shard("tp"), replicated};
+    std::vector<layout> shared{layout{replicated, replicated, replicated, replicated}};
+    if (kv % n == 0) shared.push_back(queries);
+    for (layout const& ls : shared) {
+      INFO(kv << " key/value heads " << to_string(ls).view());
+      auto const x = test::make<4>(mesh, ls, kv_shape, gkv);
+      auto const y = ops::expand_heads(x, bind(mesh.shape(), queries), 6);
+      test::require_close(test::values_of(y), want, 0);
+      // <expand(x), w> = <x, reduce(w)>.
+      auto const w = test::pseudo_random(72, 29);
+      auto const back = ops::reduce_heads(test::make<4>(mesh, queries, q_shape, w), bind(mesh.shape(), ls), kv);
+      CHECK(back.bound().partial_axes.empty() == (ls == queries));  // a group split over ranks sums over them
+      CHECK(std::abs(dot(want, w) - dot(gkv, test::values_of(back))) < 1e-12);
+    }
+  }
+  // Query heads that read a shared head another rank holds are refused.
+  if (n > 1) {
+    layout const split{replicated, replicated, shard("tp"), replicated};
+    auto const x = test::make<4>(mesh, split, tensor_index{1, 1, n, 2}, test::pseudo_random(2 * n, 30));
+    layout const whole{replicated, replicated, replicated, replicated};
+    REQUIRE_THROWS_AS(ops::expand_heads(x, bind(mesh.shape(), whole), 2 * n), invalid_layout_error);
+  }
 }
 
 TEST_CASE("cross-entropy with sharded classes equals the serial loss, never gathers the logits",

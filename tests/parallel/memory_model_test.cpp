@@ -1,5 +1,6 @@
-// The planner's model of the GPT against the real thing: the declared
-// stages (gpt_description.hpp) name, size and place every parameter as the
+// The planner's model of the GPT and of the Llama-style model against the
+// real thing: the declared stages (decoder_description.hpp and each
+// architecture's parameters) name, size and place every parameter as the
 // constructed model does, on every mesh of the world's ranks; each stage's
 // declared redistributions, planned by the algebra, issue exactly the
 // collectives and bytes the model's forward and backward do; and for every
@@ -7,19 +8,24 @@
 // schedule and chunk count, micro-batch counts 1 and 2 per pipeline stage),
 // each rank's predicted parameters, gradients, optimizer state and
 // activations equal the most its memory ledger held in a training step,
-// byte for byte, with and without sequence parallelism. The model
-// has 3 heads and a hidden size of 10, so tensor and state sharding are
-// uneven; the embedding and the head make the first and last stages heavier.
+// byte for byte, with and without sequence parallelism. The GPT has 3
+// heads and a hidden size of 10, so tensor and state sharding are uneven;
+// the Llama has 4 query heads and one key/value head (held whole by every
+// tp rank, its weight gradients reduced over tp); the embedding and the
+// head make the first and last stages heavier.
 #include "mpi_test.hpp"
+#include "reference_llama.hpp"
 #include "training_reference.hpp"
 
 #include <shardmesh/models/gpt.hpp>
+#include <shardmesh/models/llama.hpp>
 #include <shardmesh/plan/communication_model.hpp>
 #include <shardmesh/plan/memory_model.hpp>
 #include <shardmesh/plan/training_plan.hpp>
 #include <shardmesh/shardmesh.hpp>
 #include <shardmesh/train/trainer.hpp>
 
+#include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
@@ -38,16 +44,41 @@ namespace ref = shardmesh::test::reference;
 
 namespace {
 
-using model = parallel::gpt<float, host>;
-using trainer_type = parallel::trainer<model>;
+// Each model with 4 blocks: its type, its config (with or without
+// sequence parallelism), its description, its starting values and a batch
+// of `global` samples.
+struct gpt_case {
+  using model = parallel::gpt<float, host>;
+  using description = parallel::gpt_description;
+  static ref::config sizes(std::size_t global) {
+    ref::config c = tiny(global);
+    c.L = 4;
+    return c;
+  }
+  static parallel::gpt_config config(bool sp) {
+    ref::config const c = sizes(1);
+    return {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, sp};
+  }
+  static values start() { return by_name(sizes(1), ref::init_parameters(sizes(1), 3)); }
+  static batch batch_of(std::size_t global) { return batch_of_step(sizes(global), 0, false); }
+};
 
-ref::config config_for(std::size_t global) {
-  ref::config c = tiny(global);
-  c.L = 4;
-  return c;
-}
-
-parallel::gpt_config gpt_config_of(ref::config const& c) { return {c.V, c.T, c.C, c.H, c.D, c.F, c.L, c.eps, false}; }
+struct llama_case {
+  using model = parallel::llama<float, host>;
+  using description = parallel::llama_description;
+  static test::llama_reference::config sizes(std::size_t global) {
+    return {.V = 19, .T = 5, .C = 8, .H = 4, .K = 1, .D = 4, .F = 10, .L = 4, .B = global};
+  }
+  static parallel::llama_config config(bool sp) {
+    auto const c = sizes(1);
+    return {c.V, c.T, c.C, c.H, c.K, c.D, c.F, c.L, c.eps, c.base, sp};
+  }
+  static values start() { return test::llama_reference::init(sizes(1), 3); }
+  static batch batch_of(std::size_t global) {
+    auto const c = sizes(global);
+    return {test::llama_reference::tokens(c, 11, 100), test::llama_reference::tokens(c, 11, 200)};
+  }
+};
 
 // The most each category held at once over the step's phases.
 std::array<std::size_t, memory_category_count> step_peaks(parallel::memory_report const& r) {
@@ -59,18 +90,17 @@ std::array<std::size_t, memory_category_count> step_peaks(parallel::memory_repor
 
 }  // namespace
 
-TEST_CASE("the declared stages name, size and place every parameter as the model does", "[parallel][planner]") {
+TEMPLATE_TEST_CASE("the declared stages name, size and place every parameter as the model does", "[parallel][planner]",
+                   gpt_case, llama_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
-  ref::config const c = config_for(n);
-  values const start = by_name(c, ref::init_parameters(c, 3));
+  values const start = TestType::start();
   for (std::size_t tp : {std::size_t{1}, n})
     for (bool sequence_parallel : {false, true}) {
-      parallel::gpt_config g = gpt_config_of(c);
-      g.sequence_parallel = sequence_parallel;
+      auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n / tp}, {"tp", tp}});
-      model m(mesh, g, [&](std::string const& name) { return start.at(name); });
+      typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
       std::vector<parallel::parameter_spec> declared;
-      for (parallel::stage_description const& s : parallel::gpt_description(g).stages(mesh.shape(), n))
+      for (parallel::stage_description const& s : typename TestType::description(g).stages(mesh.shape(), n))
         declared.insert(declared.end(), s.parameters.begin(), s.parameters.end());
       std::size_t i = 0;
       m.for_each_parameter([&](std::string const& name, auto const& p) {
@@ -85,27 +115,26 @@ TEST_CASE("the declared stages name, size and place every parameter as the model
     }
 }
 
-TEST_CASE("each stage's declared redistributions are the collectives and bytes the model issues",
-          "[parallel][planner]") {
+TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives and bytes the model issues",
+                   "[parallel][planner]", gpt_case, llama_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::vector<std::pair<std::size_t, std::size_t>> meshes{{1, n}, {n, 1}};
   if (n == 4) meshes.emplace_back(2, 2);
   std::size_t const samples = 2 * n;
-  ref::config const c = config_for(samples);
-  values const start = by_name(c, ref::init_parameters(c, 3));
-  batch const b = batch_of_step(c, 0, false);
+  values const start = TestType::start();
+  batch const b = TestType::batch_of(samples);
+  std::size_t const T = TestType::config(false).sequence, L = TestType::config(false).layers;
   for (auto const& [dp, tp] : meshes)
     for (bool sequence_parallel : {false, true}) {
-      parallel::gpt_config g = gpt_config_of(c);
-      g.sequence_parallel = sequence_parallel;
+      auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}});
-      model m(mesh, g, [&](std::string const& name) { return start.at(name); });
+      typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
       // Gradients stay partial on dp, as the trainer accumulates them.
       m.for_each_parameter([&](std::string const&, auto& p) {
         p.accumulate_in(parallel::state_layouts_for(p.compute_layout(), parallel::zero_stage::none, 0).accumulate);
       });
-      auto const ids = rows(mesh, m.layouts().ids, b.tokens, {0, samples}, c.T);
-      auto const targets = rows(mesh, m.layouts().ids, b.targets, {0, samples}, c.T);
+      auto const ids = rows(mesh, m.layouts().ids, b.tokens, {0, samples}, T);
+      auto const targets = rows(mesh, m.layouts().ids, b.targets, {0, samples}, T);
       std::map<std::pair<std::size_t, bool>, comm_counters::table> seen;
       mesh.counters().reset();
       m.trace([&](auto const& e) {
@@ -115,14 +144,14 @@ TEST_CASE("each stage's declared redistributions are the collectives and bytes t
       });
       (void)m.forward(ids, targets);
       m.backward();
-      REQUIRE(seen.size() == 2 * (c.L + 3));
+      REQUIRE(seen.size() == 2 * (L + 3));
       for (auto const& [key, table] : seen) {
         auto const& [stage, in_backward] = key;
         INFO("dp=" << dp << " tp=" << tp << (sequence_parallel ? " sp" : "") << ", stage " << stage
                    << (in_backward ? " backward" : " forward"));
-        auto const want =
-            parallel::transition_traffic(mesh.shape(), parallel::gpt_stage_transitions(g, mesh.shape(), stage, samples),
-                                         in_backward, mesh.rank(), sizeof(float));
+        auto const want = parallel::transition_traffic(
+            mesh.shape(), typename TestType::description(g).stages(mesh.shape(), samples)[stage].transitions,
+            in_backward, mesh.rank(), sizeof(float));
         std::size_t counted = 0;
         for (auto const& [kind, count] : table) {
           if (count.calls == 0) continue;
@@ -139,16 +168,16 @@ TEST_CASE("each stage's declared redistributions are the collectives and bytes t
     }
 }
 
-TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
-          "[parallel][planner]") {
+TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
+                   "[parallel][planner]", gpt_case, llama_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::size_t const global = 4 * n;
-  ref::config const c = config_for(global);
   bool const sequence_parallel = GENERATE(false, true);
-  parallel::gpt_config g = gpt_config_of(c);
-  g.sequence_parallel = sequence_parallel;
-  values const start = by_name(c, ref::init_parameters(c, 3));
-  auto const description = std::make_shared<parallel::gpt_description const>(g);
+  auto const g = TestType::config(sequence_parallel);
+  values const start = TestType::start();
+  auto const description = std::make_shared<typename TestType::description const>(g);
+  using model = typename TestType::model;
+  using trainer_type = parallel::trainer<model>;
   parallel::memory_model const predict(*description);
   std::size_t runs = 0;
   for (parallel::training_plan const& plan : parallel::candidate_plans({description, global, n, 2})) {
@@ -157,7 +186,7 @@ TEST_CASE("predicted parameters, gradients, optimizer state and activations equa
     device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
     device_mesh const stage = mesh.submesh({"dp", "tp"});
     std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
-    auto const parts = parallel::partition_layers(c.L, plan.pp * v, parallel::partition_costs(*description));
+    auto const parts = parallel::partition_layers(g.layers, plan.pp * v, parallel::partition_costs(*description));
     std::deque<model> chunks;
     std::vector<model*> pointers;
     for (std::size_t k = 0; k < v; ++k) {
@@ -165,12 +194,12 @@ TEST_CASE("predicted parameters, gradients, optimizer state and activations equa
       pointers.push_back(&chunks.back());
     }
     trainer_type train(pointers, mesh, {.stage = plan.zero, .method = parallel::adamw{}, .schedule = plan.schedule});
-    batch const b = batch_of_step(c, 0, false);
-    std::vector<trainer_type::micro_batch> micro;
+    batch const b = TestType::batch_of(global);
+    std::vector<typename trainer_type::micro_batch> micro;
     for (std::size_t a = 0; a < plan.micro_batches; ++a) {
       interval const samples{a * plan.micro_batch * plan.dp, (a + 1) * plan.micro_batch * plan.dp};
-      micro.push_back({rows(stage, chunks.front().layouts().ids, b.tokens, samples, c.T),
-                       rows(stage, chunks.front().layouts().ids, b.targets, samples, c.T)});
+      micro.push_back({rows(stage, chunks.front().layouts().ids, b.tokens, samples, g.sequence),
+                       rows(stage, chunks.front().layouts().ids, b.targets, samples, g.sequence)});
     }
     (void)train.step(micro);
     auto const peak = step_peaks(train.memory());

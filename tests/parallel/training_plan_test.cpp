@@ -253,10 +253,10 @@ TEST_CASE("a hardware model's fits and lookups", "[parallel][planner]") {
   CHECK(d.collective_seconds(collective_kind::all_reduce, 2, 0, 1, true) == 2e-6);
   // The library's own cost per stage, by the kind of the stage: 0 the embedding, 1 to L the blocks, then head, loss.
   gpt_config const four = small(4, 3);
-  CHECK(gpt_stage_kind(four, 0) == stage_kind::embedding);
-  for (std::size_t s = 1; s <= 4; ++s) CHECK(gpt_stage_kind(four, s) == stage_kind::block);
-  CHECK(gpt_stage_kind(four, 5) == stage_kind::head);
-  CHECK(gpt_stage_kind(four, 6) == stage_kind::loss);
+  CHECK(decoder_stage_kind(four.layers, 0) == stage_kind::embedding);
+  for (std::size_t s = 1; s <= 4; ++s) CHECK(decoder_stage_kind(four.layers, s) == stage_kind::block);
+  CHECK(decoder_stage_kind(four.layers, 5) == stage_kind::head);
+  CHECK(decoder_stage_kind(four.layers, 6) == stage_kind::loss);
   // Each communicating step of a redistribution priced by its own collective's fit.
   CHECK(collective_of(step_kind::all_gather) == collective_kind::all_gather);
   CHECK(collective_of(step_kind::all_reduce) == collective_kind::all_reduce);
@@ -278,7 +278,7 @@ TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backw
     // Per sequence, as the literature counts them: 2 flops per multiply-add.
     double const block = 2 * T * 4 * C * HD + 4 * T * T * HD + 4 * T * C * F, head = 2 * T * C * V;
     auto const flops = [&](std::size_t dp, std::size_t tp, std::size_t stage, std::size_t samples) {
-      return forward_flops(gpt_stage_work(c, mesh_shape{{"dp", dp}, {"tp", tp}}, stage, samples));
+      return forward_flops(gpt_description(c).stages(mesh_shape{{"dp", dp}, {"tp", tp}}, samples)[stage].work);
     };
     CHECK(flops(1, 1, 0, 1) == 0);
     CHECK(flops(1, 1, 1, 1) == Catch::Approx(block));
@@ -300,7 +300,7 @@ TEST_CASE("a stage's products: the textbook flops, split by tp and dp, the backw
             CHECK(here > alone / static_cast<double>(tp));
         }
     for (std::size_t stage = 0; stage < 5; ++stage)
-      for (product_spec const& p : gpt_stage_work(c, mesh_shape{{"tp", 2}}, stage, 2).products)
+      for (product_spec const& p : gpt_description(c).stages(mesh_shape{{"tp", 2}}, 2)[stage].work.products)
         CHECK(input_gradient(p).flops() + operand_gradient(p).flops() == Catch::Approx(2 * p.flops()));
   }
 }
@@ -317,7 +317,7 @@ TEST_CASE("the time model's parts: what each plan pays for", "[parallel][planner
   // forward's) at the rate plus the kernels' streamed bytes at the bandwidth.
   double flops = 0, bytes = 0;
   for (std::size_t s = 0; s < stages_of(description).size(); ++s) {
-    stage_work const w = gpt_stage_work(c, mesh_shape{{"tp", 1}}, s, 8);
+    stage_work const w = description.stages(mesh_shape{{"tp", 1}}, 8)[s].work;
     flops += 3 * forward_flops(w);
     for (auto const* part : {&w.forward, &w.input, &w.weight})
       for (kernel_spec const& k : *part)

@@ -26,9 +26,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardmesh::test::training {
@@ -101,30 +103,43 @@ struct history {
   std::vector<double> losses, norms;
 };
 
-inline history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method,
-                               bool padded = false, reference_schedule const& schedule = {}) {
+// The loss and every parameter's gradient at parameters p in step `step`.
+using step_gradients = std::function<std::pair<double, values>(values const& p, std::size_t step)>;
+
+// `steps` steps of the optimizer from `start`, clipping the global norm;
+// weight decay on the parameters named in `decayed`.
+inline history train_serial(values const& start, parallel::optimizer const& method, reference_schedule const& schedule,
+                            std::set<std::string> decayed, step_gradients const& gradients) {
   history h{start, {}, {}};
-  reference_optimizer o{method, schedule, {}, {}, {}};
-  ref::parameters shapes = ref::zero_parameters(c);
-  ref::for_each_parameter(c, shapes, [&](std::string const& name, auto const&, std::vector<std::size_t> const& shape) {
-    if (shape.size() >= 2 || schedule.decay_vectors) o.decayed.insert(name);
-  });
+  reference_optimizer o{method, schedule, std::move(decayed), {}, {}};
   for (std::size_t s = 0; s < steps; ++s) {
-    ref::parameters p = ref::zero_parameters(c);
-    ref::for_each_parameter(
-        c, p, [&](std::string const& name, std::vector<double>& v, auto const&) { v = h.parameters.at(name); });
-    batch const b = batch_of_step(c, s, padded);
-    ref::forward_result const f = ref::forward(c, p, b.tokens, b.targets);
-    values const g = by_name(c, ref::backward(c, p, f, b.tokens, b.targets));
+    auto const [loss, g] = gradients(h.parameters, s);
     double squares = 0;
     for (auto const& [name, v] : g)
       for (double x : v) squares += x * x;
     double const norm = std::sqrt(squares);
-    h.losses.push_back(f.loss);
+    h.losses.push_back(loss);
     h.norms.push_back(norm);
     o.step(h.parameters, g, s + 1, norm > clip ? clip / (norm + 1e-6) : 1.0);
   }
   return h;
+}
+
+inline history train_reference(ref::config const& c, values const& start, parallel::optimizer const& method,
+                               bool padded = false, reference_schedule const& schedule = {}) {
+  std::set<std::string> decayed;
+  ref::parameters shapes = ref::zero_parameters(c);
+  ref::for_each_parameter(c, shapes, [&](std::string const& name, auto const&, std::vector<std::size_t> const& shape) {
+    if (shape.size() >= 2 || schedule.decay_vectors) decayed.insert(name);
+  });
+  return train_serial(start, method, schedule, decayed, [&](values const& at, std::size_t s) {
+    ref::parameters p = ref::zero_parameters(c);
+    ref::for_each_parameter(c, p,
+                            [&](std::string const& name, std::vector<double>& v, auto const&) { v = at.at(name); });
+    batch const b = batch_of_step(c, s, padded);
+    ref::forward_result const f = ref::forward(c, p, b.tokens, b.targets);
+    return std::pair{f.loss, by_name(c, ref::backward(c, p, f, b.tokens, b.targets))};
+  });
 }
 
 inline dynamic_dtensor<int, 2, host> rows(device_mesh const& mesh, layout const& l, std::vector<int> const& all,

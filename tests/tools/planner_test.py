@@ -18,9 +18,13 @@ uneven batch) and its peak parameters, gradients, optimizer state
 and activations per rank equal the planner's prediction, byte for byte, and
 its report holds the machine's pace around each step. bad_models: a model
 file with a size missing, 0, negative or not a number, without an
-architecture or with one the planner does not know, is refused with a
-message naming the field, and nothing is planned.
+architecture or with one the planner does not know, and a Llama-style
+model's key/value heads, head size, rope base or tied embeddings that do
+not fit, is refused with a message naming the field, and nothing is
+planned. The described machines also rank a 1B Llama-style model's plans;
+the memory check runs for each model file given.
 """
+import itertools
 import json
 import os
 import subprocess
@@ -110,18 +114,21 @@ def calibrate(out_dir, command):
 
 
 def described(plan_training, models, hardware):
-    for hardware_file, ranks in (("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)):
+    for (hardware_file, ranks), model in itertools.product((("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)),
+                                                           ("gpt-350m.json", "llama-1b.json")):
         start = time.monotonic()
-        out = run([plan_training, "--model", os.path.join(models, "gpt-350m.json"), "--global-batch", "512",
+        out = run([plan_training, "--model", os.path.join(models, model), "--global-batch", "512",
                    "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file), "--top", "5"]).stdout
         seconds = time.monotonic() - start
         check("PREDICTION" in out and "described, not measured" in out, f"{hardware_file}: labelled a prediction")
         check(seconds < 30, f"{hardware_file}: {ranks} ranks planned in {seconds:.1f} s")
-        doc = json.loads(run([plan_training, "--model", os.path.join(models, "gpt-350m.json"), "--global-batch",
+        doc = json.loads(run([plan_training, "--model", os.path.join(models, model), "--global-batch",
                               "512", "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file),
                               "--json"]).stdout)
         feasible = [p for p in doc["plans"] if "seconds" in p]
         check(doc["prediction_only"] and feasible, f"{hardware_file}: plans, as predictions")
+        with open(os.path.join(models, model)) as f:
+            check(doc["model"]["architecture"] == json.load(f)["architecture"], f"{model}: its architecture echoed")
         check(all(p["dp"] * p["tp"] * p["pp"] == ranks for p in doc["plans"]), f"{hardware_file}: every plan fills the ranks")
         steps = [p["seconds"]["step"] for p in feasible]
         check(steps == sorted(steps), f"{hardware_file}: fastest first")
@@ -145,8 +152,10 @@ def memory(plan_training, model, hardware, out_dir, command):
                 "--bucket-kib", 25 * 1024, "--quiet", "--report", report]
         if p["pp"] > 1:
             args += ["--schedule", p["schedule"], "--virtual", p["virtual_stages"]]
-        for key_ in ("vocabulary", "sequence", "hidden", "heads", "head_size", "ffn", "layers"):
-            args += ["--" + key_.replace("_", "-"), m[key_]]
+        args += ["--model", m["architecture"]]
+        for key_ in ("vocabulary", "sequence", "hidden", "heads", "head_size", "ffn", "layers", "kv_heads", "rope_base"):
+            if key_ in m:
+                args += ["--" + key_.replace("_", "-"), m[key_]]
         run([*command, *map(str, args)])
         with open(report) as f:
             measured = json.load(f)
@@ -167,6 +176,13 @@ def bad_models(plan_training, model, hardware, out_dir):
              ("architecture", None, '"architecture" is missing'),
              ("architecture", "mamba", 'the architecture "mamba" is not one the planner knows'),
              ("sequence_parallel", "yes", '"sequence_parallel" is "yes", not true or false')]
+    if good["architecture"] == "llama":
+        cases += [("kv_heads", None, '"kv_heads" is missing'), ("kv_heads", 0, '"kv_heads" is 0'),
+                  ("kv_heads", 3, "kv_heads = 3 does not divide heads = 4"),
+                  ("head_size", 31, "head_size = 31 is odd: rotary embeddings rotate pairs"),
+                  ("rope_base", 0.5, "rope_base = 0.500000 is not above 1"),
+                  ("rope_base", "big", '"rope_base" is "big", not a number'),
+                  ("tied_embeddings", True, '"tied_embeddings" is true; the Llama-style model\'s head is untied')]
     path = os.path.join(out_dir, "bad-model.json")
     for field, value, message in cases:
         m = dict(good)

@@ -266,10 +266,10 @@ void keep_quiet_figures(shardmesh::parallel::hardware_model& h, paced_passes con
   // A stage's overhead: what the tiny GPT's stage took beyond its arithmetic as the planner prices it.
   shardmesh::mesh_shape const alone{{"dp", 1}, {"tp", 1}};
   std::size_t const layers = planner_tool::tiny_gpt.layers;
+  auto const described = shardmesh::parallel::gpt_description(planner_tool::tiny_gpt).stages(alone, 1);
   for (std::size_t s : {std::size_t{0}, std::size_t{1}, layers + 1, layers + 2}) {  // one stage of each kind
-    auto const kind = shardmesh::parallel::gpt_stage_kind(planner_tool::tiny_gpt, s);
-    auto const a = shardmesh::parallel::stage_arithmetic(
-        h, shardmesh::parallel::gpt_stage_work(planner_tool::tiny_gpt, alone, s, 1));
+    auto const kind = shardmesh::parallel::decoder_stage_kind(planner_tool::tiny_gpt.layers, s);
+    auto const a = shardmesh::parallel::stage_arithmetic(h, described[s].work);
     auto const& measured = stages[static_cast<std::size_t>(kind)];
     shardmesh::parallel::stage_overhead& o = h.overheads[static_cast<std::size_t>(kind)];
     o = {std::max(0.0, measured.forward - a.forward), std::max(0.0, measured.backward - a.input - a.weight)};

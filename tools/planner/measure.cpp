@@ -261,7 +261,7 @@ std::vector<parallel::stage_overhead> measure_stage_seconds(communicator const& 
       started = MPI_Wtime();
       return;
     }
-    stage_kind const k = parallel::gpt_stage_kind(c, e.stage);
+    stage_kind const k = parallel::decoder_stage_kind(c.layers, e.stage);
     double const share = k == stage_kind::block ? 1.0 / static_cast<double>(c.layers) : 1.0;
     run[2 * static_cast<std::size_t>(k) + (e.phase == "forward" ? 0 : 1)] += share * (MPI_Wtime() - started);
   });

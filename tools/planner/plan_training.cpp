@@ -99,7 +99,9 @@ int run(int argc, char** argv) {
       "micro-batches, schedule, v) for the global batch on the ranks, the plans over the memory capacity "
       "dropped with their reason, the rest by predicted step time.",
       "shardmesh-plan-training"};
-  app.add_option("--model", model_file, "the model (JSON: vocabulary, sequence, hidden, heads, head_size, ffn, layers)")
+  app.add_option("--model", model_file,
+                 "the model (JSON: architecture gpt or llama, vocabulary, sequence, hidden, heads, head_size, ffn, "
+                 "layers; llama: kv_heads, rope_base)")
       ->required()
       ->type_name("FILE");
   app.add_option("--global-batch", global_batch, "samples (sequences) per step")
@@ -119,8 +121,8 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   hardware_model const hardware = planner_tool::read_hardware(hardware_file);
-  gpt_config const model = planner_tool::read_model(model_file);
-  training_problem const problem{std::make_shared<gpt_description const>(model), global_batch, ranks, max_virtual};
+  planner_tool::model_config const model = planner_tool::read_model(model_file);
+  training_problem const problem{planner_tool::describe(model), global_batch, ranks, max_virtual};
   std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
   std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
   if (json) {

@@ -5,7 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 namespace planner_tool {
 
@@ -15,6 +19,7 @@ using shardmesh::parallel::gemm_rate;
 using shardmesh::parallel::gpt_config;
 using shardmesh::parallel::hardware_model;
 using shardmesh::parallel::kernel_fit;
+using shardmesh::parallel::llama_config;
 using shardmesh::parallel::stage_kind;
 using json = nlohmann::ordered_json;
 
@@ -67,56 +72,125 @@ json object_in(std::string const& kind, std::string const& path) {
 
 }  // namespace
 
-gpt_config read_model(std::string const& path) {
-  json const j = object_in("model file", path);
-  auto const bad = [&](std::string const& what) {
-    return shardmesh::invalid_option_error("model file " + path + ": " + what);
-  };
-  if (!j.contains("architecture") || !j.at("architecture").is_string())
-    throw bad("\"architecture\" is missing (a text: \"gpt\")");
-  if (std::string const a = j.at("architecture").get<std::string>(); a != "gpt")
-    throw bad("the architecture \"" + a + "\" is not one the planner knows (\"gpt\")");
+namespace {
+
+// A model file's fields, each read or refused with its name.
+class model_fields {
+ public:
+  model_fields(json j, std::string path) : j_(std::move(j)), path_(std::move(path)) {}
+
+  [[nodiscard]] shardmesh::invalid_option_error bad(std::string const& what) const {
+    return shardmesh::invalid_option_error("model file " + path_ + ": " + what);
+  }
   // A size: a whole number of at least 1.
-  auto const size = [&](char const* name) {
-    if (!j.contains(name)) throw bad(std::string("\"") + name + "\" is missing");
-    json const& v = j.at(name);
+  [[nodiscard]] std::size_t size(char const* name) const {
+    if (!j_.contains(name)) throw bad(std::string("\"") + name + "\" is missing");
+    json const& v = j_.at(name);
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<long long>() >= 0))
       throw bad(std::string("\"") + name + "\" is " + v.dump() + ", not a whole number");
     auto const n = v.get<std::size_t>();
     if (n == 0) throw bad(std::string("\"") + name + "\" is 0; it must be at least 1");
     return n;
-  };
+  }
+  [[nodiscard]] bool flag(char const* name) const {
+    if (j_.contains(name) && !j_.at(name).is_boolean())
+      throw bad(std::string("\"") + name + "\" is " + j_.at(name).dump() + ", not true or false");
+    return j_.value(name, false);
+  }
+  [[nodiscard]] double number(char const* name, double otherwise) const {
+    if (j_.contains(name) && !j_.at(name).is_number())
+      throw bad(std::string("\"") + name + "\" is " + j_.at(name).dump() + ", not a number");
+    return j_.value(name, otherwise);
+  }
+  // The architecture's own complaint about the sizes, which names the field.
+  void check(std::string const& why) const {
+    if (!why.empty()) throw bad(why);
+  }
+
+ private:
+  json j_;
+  std::string path_;
+};
+
+gpt_config read_gpt(model_fields const& f) {
   gpt_config c;
-  c.vocabulary = size("vocabulary");
-  c.sequence = size("sequence");
-  c.hidden = size("hidden");
-  c.heads = size("heads");
-  c.head_size = size("head_size");
-  c.ffn = size("ffn");
-  c.layers = size("layers");
-  if (j.contains("sequence_parallel") && !j.at("sequence_parallel").is_boolean())
-    throw bad("\"sequence_parallel\" is " + j.at("sequence_parallel").dump() + ", not true or false");
-  c.sequence_parallel = j.value("sequence_parallel", false);
+  c.vocabulary = f.size("vocabulary");
+  c.sequence = f.size("sequence");
+  c.hidden = f.size("hidden");
+  c.heads = f.size("heads");
+  c.head_size = f.size("head_size");
+  c.ffn = f.size("ffn");
+  c.layers = f.size("layers");
+  c.sequence_parallel = f.flag("sequence_parallel");
+  f.check(shardmesh::parallel::gpt_config_error(c));
   return c;
 }
 
-std::string plans_json(gpt_config const& c, shardmesh::parallel::training_problem const& problem,
+llama_config read_llama(model_fields const& f) {
+  llama_config c;
+  c.vocabulary = f.size("vocabulary");
+  c.sequence = f.size("sequence");
+  c.hidden = f.size("hidden");
+  c.heads = f.size("heads");
+  c.kv_heads = f.size("kv_heads");
+  c.head_size = f.size("head_size");
+  c.ffn = f.size("ffn");
+  c.layers = f.size("layers");
+  c.rope_base = f.number("rope_base", c.rope_base);
+  c.sequence_parallel = f.flag("sequence_parallel");
+  if (f.flag("tied_embeddings"))
+    throw f.bad("\"tied_embeddings\" is true; the Llama-style model's head is untied (false)");
+  f.check(shardmesh::parallel::llama_config_error(c));
+  return c;
+}
+
+}  // namespace
+
+model_config read_model(std::string const& path) {
+  json const j = object_in("model file", path);
+  model_fields const fields(j, path);
+  if (!j.contains("architecture") || !j.at("architecture").is_string())
+    throw fields.bad("\"architecture\" is missing (a text: \"gpt\" or \"llama\")");
+  std::string const a = j.at("architecture").get<std::string>();
+  if (a == "gpt") return read_gpt(fields);
+  if (a == "llama") return read_llama(fields);
+  throw fields.bad("the architecture \"" + a + "\" is not one the planner knows (\"gpt\" or \"llama\")");
+}
+
+std::shared_ptr<shardmesh::parallel::model_description const> describe(model_config const& model) {
+  return std::visit(
+      [](auto const& c) -> std::shared_ptr<shardmesh::parallel::model_description const> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(c)>, gpt_config>)
+          return std::make_shared<shardmesh::parallel::gpt_description const>(c);
+        else
+          return std::make_shared<shardmesh::parallel::llama_description const>(c);
+      },
+      model);
+}
+
+namespace {
+
+json model_json(model_config const& model) {
+  if (auto const* c = std::get_if<gpt_config>(&model))
+    return {{"architecture", "gpt"}, {"vocabulary", c->vocabulary}, {"sequence", c->sequence},
+            {"hidden", c->hidden},   {"heads", c->heads},           {"head_size", c->head_size},
+            {"ffn", c->ffn},         {"layers", c->layers},         {"sequence_parallel", c->sequence_parallel}};
+  auto const& c = std::get<llama_config>(model);
+  return {{"architecture", "llama"},  {"vocabulary", c.vocabulary},
+          {"sequence", c.sequence},   {"hidden", c.hidden},
+          {"heads", c.heads},         {"kv_heads", c.kv_heads},
+          {"head_size", c.head_size}, {"ffn", c.ffn},
+          {"layers", c.layers},       {"rope_base", c.rope_base},
+          {"tied_embeddings", false}, {"sequence_parallel", c.sequence_parallel}};
+}
+
+}  // namespace
+
+std::string plans_json(model_config const& model, shardmesh::parallel::training_problem const& problem,
                        hardware_model const& hardware, std::size_t capacity, std::vector<judged_plan> const& plans) {
-  json out{{"model",
-            {{"architecture", "gpt"},
-             {"vocabulary", c.vocabulary},
-             {"sequence", c.sequence},
-             {"hidden", c.hidden},
-             {"heads", c.heads},
-             {"head_size", c.head_size},
-             {"ffn", c.ffn},
-             {"layers", c.layers},
-             {"sequence_parallel", c.sequence_parallel}}},
-           {"global_batch", problem.global_batch},
-           {"ranks", problem.ranks},
-           {"memory_capacity", capacity},
-           {"hardware", hardware.machine},
-           {"prediction_only", !hardware.measured}};
+  json out{{"model", model_json(model)},   {"global_batch", problem.global_batch},
+           {"ranks", problem.ranks},       {"memory_capacity", capacity},
+           {"hardware", hardware.machine}, {"prediction_only", !hardware.measured}};
   out["plans"] = json::array();
   for (judged_plan const& p : plans) {
     json entry{{"dp", p.plan.dp},

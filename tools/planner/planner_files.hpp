@@ -2,17 +2,20 @@
 // The planner's files. The hardware file: a hardware_model as JSON,
 // written by shardmesh-calibrate and read by shardmesh-plan-training; a
 // described machine (not measured here) has the same fields with
-// "measured": false. The model file: an architecture and its sizes as
-// JSON (today "gpt": a gpt_config). The ranked
+// "measured": false. The model file: an architecture ("gpt" or "llama")
+// and its sizes as JSON. The ranked
 // plans as JSON. docs/07-choosing-a-strategy.md shows each.
 
 #include <shardmesh/models/gpt_description.hpp>
+#include <shardmesh/models/llama_description.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
 #include <shardmesh/plan/memory_model.hpp>
 #include <shardmesh/plan/time_model.hpp>
 #include <shardmesh/plan/training_plan.hpp>
 
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace planner_tool {
@@ -20,10 +23,16 @@ namespace planner_tool {
 [[nodiscard]] std::string hardware_json(shardmesh::parallel::hardware_model const& h);
 // Throws shardmesh::invalid_option_error naming the file and what is wrong in it.
 [[nodiscard]] shardmesh::parallel::hardware_model read_hardware(std::string const& path);
+// A model file's architecture and sizes.
+using model_config = std::variant<shardmesh::parallel::gpt_config, shardmesh::parallel::llama_config>;
+
 // {"architecture": "gpt", "vocabulary": 50304, "sequence": 1024, "hidden": 768, "heads": 12,
-//  "head_size": 64, "ffn": 3072, "layers": 12, "sequence_parallel": false}; the same errors, naming the field
-// that is missing, not a whole number, or 0, and an architecture it does not know.
-[[nodiscard]] shardmesh::parallel::gpt_config read_model(std::string const& path);
+//  "head_size": 64, "ffn": 3072, "layers": 12, "sequence_parallel": false}, or "llama" with also
+// "kv_heads" (dividing "heads"), "rope_base" (default 10000) and "tied_embeddings" (false: the head is
+// untied; true is refused). The same errors, naming the field that is missing, not a whole number, 0 or
+// inconsistent, and an architecture it does not know.
+[[nodiscard]] model_config read_model(std::string const& path);
+[[nodiscard]] std::shared_ptr<shardmesh::parallel::model_description const> describe(model_config const& model);
 
 // One plan as the planner judged it: its predicted memory per rank (the
 // largest over the ranks) and step time, or why it was dropped.
@@ -35,8 +44,7 @@ struct judged_plan {
   std::string dropped;  // empty: feasible
 };
 
-[[nodiscard]] std::string plans_json(shardmesh::parallel::gpt_config const& model,
-                                     shardmesh::parallel::training_problem const& problem,
+[[nodiscard]] std::string plans_json(model_config const& model, shardmesh::parallel::training_problem const& problem,
                                      shardmesh::parallel::hardware_model const& hardware, std::size_t capacity,
                                      std::vector<judged_plan> const& plans);
 

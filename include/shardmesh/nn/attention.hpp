@@ -5,16 +5,28 @@
 // row-parallel ("bthd,hdc->btc", W S(tp),R,R) delivering the activation
 // layout. Backward adds the three projections' partial input gradients and
 // returns the sum still P(sum:tp): the block reduces it once.
+//
+// Optionally (a Llama-style block) rotary position embeddings of queries
+// and keys, and grouped-query attention: fewer key/value heads than query
+// heads, query head q reading key/value head q / group. The key and value
+// projections are then either split on tp like the queries, where each
+// rank's groups stay whole (tp divides the key/value heads), or held whole
+// by every rank (fewer key/value heads than tp, or a split that would cut
+// a group): each rank then computes every key/value head, copies out the
+// ones its query heads read, and its key/value gradients are partial on tp,
+// reduced once in the projections' weight gradients (linear.hpp).
 
 #include "shardmesh/nn/linear.hpp"
-#include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/einsum.hpp"
 #include "shardmesh/ops/elementwise.hpp"
+#include "shardmesh/ops/heads.hpp"
+#include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/ops/softmax.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cmath>
+#include <string>
 #include <utility>
 
 namespace shardmesh::parallel {
@@ -28,23 +40,28 @@ class attention {
   using output = linear<"bthd,hdc->btc", T, MemorySpace>;
   using exec_type = execution_space_of<MemorySpace>;
 
+  // rotary_base: 0 for no rotary position embedding, else RoPE's base (10000 in Llama).
   attention() = default;
-  attention(projection q, projection k, projection v, output o)
-      : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), o_(std::move(o)) {
+  attention(projection q, projection k, projection v, output o, double rotary_base = 0)
+      : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), o_(std::move(o)), rotary_base_(rotary_base) {
     std::size_t const d = q_.w().value().global_extents()[2];
     scale_ = static_cast<T>(1 / std::sqrt(static_cast<double>(d)));
   }
 
-  [[nodiscard]] projection& q() { return q_; }
-  [[nodiscard]] projection& k() { return k_; }
-  [[nodiscard]] projection& v() { return v_; }
-  [[nodiscard]] output& o() { return o_; }
+  // visit(name, parameter): prefix + "wq", "wk", "wv", "wo".
+  template <class Visit>
+  void for_each_parameter(std::string const& prefix, Visit&& visit) {
+    visit(prefix + "wq", q_.w());
+    visit(prefix + "wk", k_.w());
+    visit(prefix + "wv", v_.w());
+    visit(prefix + "wo", o_.w());
+  }
 
   activation forward(activation const& x, exec_type const& exec = {}) {
-    auto const rows = ops::detail::to_layout(x, bind(x.mesh().shape(), q_.input_layout()), exec);  // gathered once
-    query_ = q_.forward(rows, exec);
-    key_ = k_.forward(rows, exec);
-    value_ = v_.forward(rows, exec);
+    auto const rows = ops::to_layout(x, bind(x.mesh().shape(), q_.input_layout()), exec);  // gathered once
+    query_ = rotated(q_.forward(rows, exec), exec);
+    key_ = query_heads(rotated(k_.forward(rows, exec), exec), exec);
+    value_ = query_heads(v_.forward(rows, exec), exec);
     probabilities_ =
         ops::softmax(ops::einsum<"bthd,bshd->bhts">(scale_, query_, key_, exec), ops::masking::causal, exec);
     return o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
@@ -70,15 +87,35 @@ class attention {
     heads const d_key = ops::einsum<"bhts,bthd->bshd">(scale_, d_scores, query_, exec);
     query_ = key_ = value_ = {};
     probabilities_ = {};
-    activation dx = q_.backward(d_query, exec);
-    k_.backward(d_key, dx, exec);  // summed by the GEMMs (beta = 1)
-    v_.backward(d_value, dx, exec);
+    activation dx = q_.backward(rotated_back(d_query, exec), exec);
+    k_.backward(rotated_back(shared_heads(d_key, k_, exec), exec), dx, exec);  // summed by the GEMMs (beta = 1)
+    v_.backward(shared_heads(d_value, v_, exec), dx, exec);
     return dx;
   }
 
  private:
+  [[nodiscard]] std::size_t query_head_count() const { return q_.w().value().global_extents()[1]; }
+  [[nodiscard]] bool grouped() const { return k_.w().value().global_extents()[1] != query_head_count(); }
+
+  heads rotated(heads const& x, exec_type const& exec) const {
+    return rotary_base_ > 0 ? ops::rotary(x, rotary_base_, exec) : x;
+  }
+  heads rotated_back(heads const& dy, exec_type const& exec) const {
+    return rotary_base_ > 0 ? ops::rotary_backward(dy, rotary_base_, exec) : dy;
+  }
+  // Keys or values of every query head, in the queries' layout.
+  heads query_heads(heads const& shared, exec_type const& exec) const {
+    return grouped() ? ops::expand_heads(shared, query_.bound(), query_head_count(), exec) : shared;
+  }
+  // Their gradient summed into the projection p's key/value heads.
+  heads shared_heads(heads const& d, projection const& p, exec_type const& exec) const {
+    if (!grouped()) return d;
+    return ops::reduce_heads(d, bind(d.mesh().shape(), p.output_layout()), p.w().value().global_extents()[1], exec);
+  }
+
   projection q_, k_, v_;
   output o_;
+  double rotary_base_ = 0;
   T scale_ = T(1);
   heads query_, key_, value_;
   dynamic_dtensor<T, 4, MemorySpace> probabilities_;

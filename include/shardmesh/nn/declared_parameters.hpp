@@ -31,6 +31,8 @@ class declared_parameters {
   declared_parameters(device_mesh mesh, std::vector<parameter_spec> declared, parameter_source values)
       : mesh_(std::move(mesh)), declared_(std::move(declared)), values_(std::move(values)) {}
 
+  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
+
   // The parameter declared as `name`, of Rank dimensions, distributed from its values (collective over the mesh).
   template <std::size_t Rank>
   [[nodiscard]] parameter<T, Rank, MemorySpace> take(std::string const& name) const {

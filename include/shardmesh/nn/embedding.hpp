@@ -1,5 +1,7 @@
 #pragma once
-// Token and position embeddings, the token table sharded on the vocabulary
+// Token and (learned) position embeddings, or token embeddings alone (a
+// model whose attention places tokens, as rotary embeddings do), the token
+// table sharded on the vocabulary
 // (vocabulary parallelism: wte S(tp),R). A lookup is the product of the
 // one-hot ids [b,t,v] with the table [v,c] ("btv,vc->btc"): the one-hot is
 // sliced on v like the table, so the rules make the sum of the ranks'
@@ -13,8 +15,8 @@
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/nn/weight_gradients.hpp"
-#include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/elementwise.hpp"
+#include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/embedding.hpp"
 #include "shardmesh/ops/reduction.hpp"
@@ -38,10 +40,16 @@ class embedding {
   embedding() = default;
   // tokens: wte [vocabulary, hidden]; positions: wpe [sequence, hidden]; out: the activation layout.
   embedding(table tokens, table positions, layout out)
-      : wte_(std::move(tokens)), wpe_(std::move(positions)), out_(std::move(out)) {}
+      : wte_(std::move(tokens)), wpe_(std::move(positions)), out_(std::move(out)), positions_(true) {}
+  // Token embeddings alone.
+  embedding(table tokens, layout out) : wte_(std::move(tokens)), out_(std::move(out)) {}
 
-  [[nodiscard]] table& wte() { return wte_; }
-  [[nodiscard]] table& wpe() { return wpe_; }
+  // visit(name, parameter): "wte", and "wpe" where there are positions.
+  template <class Visit>
+  void for_each_parameter(Visit&& visit) {
+    visit(std::string("wte"), wte_);
+    if (positions_) visit(std::string("wpe"), wpe_);
+  }
 
   activation forward(ids_tensor const& ids, exec_type const& exec = {}) {
     device_mesh const& mesh = ids.mesh();
@@ -52,23 +60,28 @@ class embedding {
     op_layouts const rule = product_layout(mesh.shape(), lookup, onehot, wte_.value().bound());
     if (!rule.ok) throw invalid_layout_error("embedding: " + std::string(rule.why.view()));
     ids_ = ids;
-    auto sum = ops::detail::make_like<T, 3, MemorySpace>(mesh, rule.c, shape);
+    auto sum = ops::make_result<T, 3, MemorySpace>(mesh, rule.c, shape);
     ops::local::embedding_forward(exec, ops::local::flat(ids.local()), wte_.value().local(), first_row(wte_.value()),
-                                  ops::detail::rows_of(sum.local()));
-    activation x = ops::detail::to_layout(sum, bind(mesh.shape(), out_), exec);
-    // Positions: wpe [t, c] placed like x's [t, c], added over the batch.
+                                  ops::rows_of(sum.local()));
+    activation x = ops::to_layout(sum, bind(mesh.shape(), out_), exec);
+    if (positions_) add_positions(x, exec);
+    return x;
+  }
+
+  // Positions: wpe [t, c] placed like x's [t, c], added over the batch (public: CUDA's extended
+  // lambdas may not live in private members).
+  void add_positions(activation& x, exec_type const& exec) const {
     bound_layout at;
     at.rank = 2;
     at.dims[0] = x.bound().dims[1];
     at.dims[1] = x.bound().dims[2];
-    auto const pos = ops::detail::to_layout(wpe_.value(), at, exec);
+    auto const pos = ops::to_layout(wpe_.value(), at, exec);
     auto const xv = ops::local::as_3d(x.local(), x.local().extent(0), pos.local().size(), 1);
     auto const pv = ops::local::flat(pos.local());
     Kokkos::parallel_for(
         "shardmesh::embedding_positions",
         Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {xv.extent(0), xv.extent(1)}),
         KOKKOS_LAMBDA(std::size_t b, std::size_t i) { xv(b, i, 0) += pv(i); });
-    return x;
   }
 
   template <class Visit>
@@ -85,11 +98,11 @@ class embedding {
                                         wte_.value().global_extents()[0]};
     bound_layout const onehot = one_hot_layout(ids_.bound(), bound_dim{});
     bound_layout const want = bind(mesh.shape(), wte_.accumulation_layout());
-    std::string key = "embedding backward";
-    ops::detail::add_to_key(key, mesh.shape(), onehot, eo);
-    ops::detail::add_to_key(key, mesh.shape(), dx.bound(), ops::detail::extents_of(dx));
-    op_layouts const plan = ops::detail::planned(mesh, key, [&] {
-      return plan_product(mesh.shape(), gradient, onehot, dx.bound(), eo, ops::detail::extents_of(dx), &want);
+    ops::op_key key("embedding backward");
+    key.operand(mesh.shape(), onehot, eo).operand(dx);
+    op_layouts const plan = ops::planned(mesh, key, [&] {
+      return plan_product(mesh.shape(), gradient, onehot, dx.bound(), eo,
+                          std::span<std::size_t const>(dx.global_extents().data(), 3), &want);
     });
     bound_layout rows = plan.a;  // the ids placed like the one-hot's [b, t]
     rows.rank = 2;
@@ -98,12 +111,12 @@ class embedding {
     std::size_t const first =
         block_interval(mesh.shape(), plan.a.dims[2], eo[2], mesh.coordinates()).begin;  // this rank's vocabulary
     parallel::weight_gradient(mesh, [this, dx, ids = std::move(ids_), rows, plan, shape, first, exec] {
-      wpe_.accumulate(ops::sum(dx, 0, exec), exec);
-      auto const local_ids = ops::detail::to_layout(ids, rows, exec);
-      auto const g = ops::detail::to_layout(dx, plan.b, exec);
-      auto grad = ops::detail::make_like<T, 2, MemorySpace>(dx.mesh(), plan.c, shape);
+      if (positions_) wpe_.accumulate(ops::sum(dx, 0, exec), exec);
+      auto const local_ids = ops::to_layout(ids, rows, exec);
+      auto const g = ops::to_layout(dx, plan.b, exec);
+      auto grad = ops::make_result<T, 2, MemorySpace>(dx.mesh(), plan.c, shape);
       ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
-      ops::local::embedding_backward(exec, ops::local::flat(local_ids.local()), ops::detail::rows_of(g.local()), first,
+      ops::local::embedding_backward(exec, ops::local::flat(local_ids.local()), ops::rows_of(g.local()), first,
                                      grad.local());
       wte_.accumulate(std::move(grad), exec);
     });
@@ -126,6 +139,7 @@ class embedding {
 
   table wte_, wpe_;
   layout out_;
+  bool positions_ = false;
   ids_tensor ids_;  // saved for backward
 };
 

@@ -1,5 +1,6 @@
 #pragma once
-// A layer norm layer over the last dimension: gain and bias replicated.
+// A layer norm layer over the last dimension: gain and bias replicated; or
+// an RMS norm layer (root mean square layer normalisation: a gain, no bias).
 // Activations keep their layout (the normalised dimension is whole in
 // every activation layout the blocks use); the gain and bias gradients are
 // sums over the rows, reduced over the axes sharding the rows (the sequence,
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace shardmesh::parallel {
@@ -24,13 +26,24 @@ class layer_norm {
   using exec_type = execution_space_of<MemorySpace>;
 
   layer_norm() = default;
-  layer_norm(vector gamma, vector beta, T eps) : gamma_(std::move(gamma)), beta_(std::move(beta)), eps_(eps) {}
+  layer_norm(vector gamma, vector beta, T eps)
+      : gamma_(std::move(gamma)), beta_(std::move(beta)), eps_(eps), centred_(true) {}
+  // An RMS norm.
+  layer_norm(vector gamma, T eps) : gamma_(std::move(gamma)), eps_(eps), centred_(false) {}
 
   [[nodiscard]] vector& gamma() { return gamma_; }
   [[nodiscard]] vector& beta() { return beta_; }
 
+  // visit(name, parameter): the gain prefix + "_g", and the bias prefix + "_b" of a layer norm.
+  template <class Visit>
+  void for_each_parameter(std::string const& prefix, Visit&& visit) {
+    visit(prefix + "_g", gamma_);
+    if (centred_) visit(prefix + "_b", beta_);
+  }
+
   tensor forward(tensor const& x, exec_type const& exec = {}) {
-    auto f = ops::layer_norm(x, gamma_.value(), beta_.value(), eps_, exec);
+    auto f = centred_ ? ops::layer_norm(x, gamma_.value(), beta_.value(), eps_, exec)
+                      : ops::rms_norm(x, gamma_.value(), eps_, exec);
     saved_ = std::move(f.saved);
     return f.y;
   }
@@ -55,7 +68,7 @@ class layer_norm {
     parallel::weight_gradient(g.dx.mesh(),
                               [this, dgamma = std::move(g.dgamma), dbeta = std::move(g.dbeta), exec]() mutable {
                                 gamma_.accumulate(std::move(dgamma), exec);
-                                beta_.accumulate(std::move(dbeta), exec);
+                                if (centred_) beta_.accumulate(std::move(dbeta), exec);
                               });
     saved_.reset();
     return g.dx;
@@ -63,6 +76,7 @@ class layer_norm {
 
   vector gamma_, beta_;
   T eps_ = T(1e-5);
+  bool centred_ = true;
   std::optional<ops::layer_norm_saved<T, Rank, MemorySpace>> saved_;
 };
 

@@ -13,11 +13,12 @@
 // the algebra from these layouts.
 
 #include "shardmesh/algebra/contraction.hpp"
+#include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/nn/weight_gradients.hpp"
-#include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/einsum.hpp"
+#include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -72,7 +73,7 @@ class linear {
 
   y_tensor forward(x_tensor const& x, exec_type const& exec = {}) {
     mesh_shape const& mesh = x.mesh().shape();
-    x_ = ops::detail::to_layout(x, bind(mesh, input_), exec);
+    x_ = ops::to_layout(x, bind(mesh, input_), exec);
     op_layouts const local = product_layout(mesh, k, x_.bound(), w_.value().bound());
     product_ = local.ok ? detail::whole(local.c) : bind(mesh, output_);
     return ops::einsum<Spec>(x_, w_.value(), output_, exec);
@@ -97,9 +98,17 @@ class linear {
 
  private:
   // dY moved to the product's layout; dW accumulated from it (now, or
-  // later when the mesh defers weight gradients).
+  // later when the mesh defers weight gradients). A partial dY whose
+  // summands lie in that layout stays partial: dW and dX, linear in it, come
+  // out partial on the same axes and are reduced where they are delivered
+  // (a weight that every rank of those axes holds whole, as grouped-query
+  // attention's shared key/value projections).
   y_tensor weight_gradient(y_tensor const& dy, exec_type const& exec) {
-    y_tensor g = ops::detail::to_layout(dy, product_, exec);
+    mesh_shape const& mesh = dy.mesh().shape();
+    bool const summands_fit =
+        dy.bound().op == reduce_op::sum &&
+        shardmesh::detail::normalized(mesh, detail::whole(dy.bound())) == shardmesh::detail::normalized(mesh, product_);
+    y_tensor g = summands_fit ? dy : ops::to_layout(dy, product_, exec);
     parallel::weight_gradient(g.mesh(), [this, x = std::move(x_), g, exec] {
       w_.accumulate(ops::einsum<detail::grad_b_spec(Spec)>(x, g, w_.accumulation_layout(), exec), exec);
     });

@@ -8,6 +8,7 @@
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
+#include <string>
 #include <utility>
 
 namespace shardmesh::parallel {
@@ -23,8 +24,12 @@ class mlp {
   mlp() = default;
   mlp(up fc, down proj) : fc_(std::move(fc)), proj_(std::move(proj)) {}
 
-  [[nodiscard]] up& fc() { return fc_; }
-  [[nodiscard]] down& proj() { return proj_; }
+  // visit(name, parameter): prefix + "w1" (up), "w2" (down).
+  template <class Visit>
+  void for_each_parameter(std::string const& prefix, Visit&& visit) {
+    visit(prefix + "w1", fc_.w());
+    visit(prefix + "w2", proj_.w());
+  }
 
   activation forward(activation const& x, exec_type const& exec = {}) {
     hidden_ = fc_.forward(x, exec);

@@ -11,8 +11,8 @@
 // for it partial on "dp", so that nothing reduces before the last micro-step).
 
 #include "shardmesh/algebra/plan_traffic.hpp"
-#include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/detail/result_pool.hpp"
+#include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
@@ -81,7 +81,7 @@ class parameter {
   // Keeps the value in layout l from now on (ZeRO-3 when l differs from the
   // compute layout); the compute-layout value is dropped until gather().
   void store_in(bound_layout const& l, exec_type const& exec = {}) {
-    tensor s = ops::detail::to_layout(stored(), l, exec);
+    tensor s = ops::to_layout(stored(), l, exec);
     sharded_ = !(l == compute_);
     if (sharded_) {
       stored_ = copy_of(s, exec);
@@ -142,7 +142,7 @@ class parameter {
   // after zero_grad() is copied when no move was needed, since the caller
   // may still hold g.
   void accumulate(tensor const& g, exec_type const& exec) {
-    tensor moved = ops::detail::to_layout(g, accumulate_, exec);
+    tensor moved = ops::to_layout(g, accumulate_, exec);
     if (!has_grad_ && moved.local().data() == g.local().data()) moved = copy_of(moved, exec);
     add(std::move(moved), exec);
   }
@@ -150,7 +150,7 @@ class parameter {
   // takes g's shard without a copy when no move was needed (so a copy of g
   // kept elsewhere would see later accumulations).
   void accumulate(tensor&& g, exec_type const& exec) {
-    tensor moved = ops::detail::to_layout(g, accumulate_, exec);
+    tensor moved = ops::to_layout(g, accumulate_, exec);
     g = {};
     add(std::move(moved), exec);
   }

@@ -6,12 +6,14 @@
 // works on its shard.
 //
 //   add(a, b)  multiply(a, b)  scale(x, alpha)  gelu(x)  gelu_backward(x, dy)
+//   swiglu(gate, up)  swiglu_backward(gate, up, dh)
 
 #include "shardmesh/algebra/propagation.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/gelu.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/ops/local/swiglu.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -103,6 +105,37 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const p = detail::prepare("gelu_backward", elementwise_kind::nonlinear, x, dy, exec);
   local::gelu_backward(exec, local::flat(p.a.local()), local::flat(p.b.local()), local::flat(p.out.local()));
   return p.out;
+}
+
+// silu(gate) * up (ops/local/swiglu.hpp).
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> swiglu(dynamic_dtensor<T, Rank, MemorySpace> const& gate,
+                                                           dynamic_dtensor<T, Rank, MemorySpace> const& up,
+                                                           execution_space_of<MemorySpace> const& exec = {}) {
+  auto const p = detail::prepare("swiglu", elementwise_kind::nonlinear, gate, up, exec);
+  local::swiglu_forward(exec, local::flat(p.a.local()), local::flat(p.b.local()), local::flat(p.out.local()));
+  return p.out;
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+struct swiglu_gradients {
+  dynamic_dtensor<T, Rank, MemorySpace> d_gate, d_up;
+};
+
+// The gradients of swiglu(gate, up) from dh's, in the layout gate and dh are brought to.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] swiglu_gradients<T, Rank, MemorySpace> swiglu_backward(dynamic_dtensor<T, Rank, MemorySpace> const& gate,
+                                                                     dynamic_dtensor<T, Rank, MemorySpace> const& up,
+                                                                     dynamic_dtensor<T, Rank, MemorySpace> const& dh,
+                                                                     execution_space_of<MemorySpace> const& exec = {}) {
+  auto const p = detail::prepare("swiglu_backward", elementwise_kind::nonlinear, gate, dh, exec);
+  if (up.global_extents() != gate.global_extents())
+    throw mismatched_tensor_error("swiglu_backward: " + up.notation() + " does not fit " + gate.notation());
+  auto const u = detail::to_layout(up, p.a.bound(), exec);
+  auto d_up = detail::make_like<T, Rank, MemorySpace>(gate.mesh(), p.out.bound(), gate.global_extents());
+  local::swiglu_backward(exec, local::flat(p.a.local()), local::flat(u.local()), local::flat(p.b.local()),
+                         local::flat(p.out.local()), local::flat(d_up.local()));
+  return {p.out, d_up};
 }
 
 }  // namespace shardmesh::ops

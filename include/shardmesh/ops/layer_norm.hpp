@@ -5,6 +5,8 @@
 // it. Backward gives dx in that layout and the gain and bias gradients as
 // sums over this rank's rows: partial (sum) over the axes that shard the
 // rows, so that the caller's move to the parameters' layout reduces them.
+// rms_norm and rms_norm_backward are the same for an RMS norm (a gain, no
+// bias, no centring: ops/local/layer_norm.hpp).
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/layout.hpp"
@@ -20,11 +22,13 @@
 
 namespace shardmesh::ops {
 
-// What backward needs: the input as normalised, each row's mean and 1/std.
+// What backward needs: the input as normalised, each row's mean (a layer
+// norm's; an RMS norm has none) and 1/std.
 template <class T, std::size_t Rank, class MemorySpace>
 struct layer_norm_saved {
   dynamic_dtensor<T, Rank, MemorySpace> x;
   Kokkos::View<T*, MemorySpace> mean, rstd;
+  bool centred = true;
 };
 
 template <class T, std::size_t Rank, class MemorySpace>
@@ -36,7 +40,7 @@ struct layer_norm_forward_result {
 template <class T, std::size_t Rank, class MemorySpace>
 struct layer_norm_gradients {
   dynamic_dtensor<T, Rank, MemorySpace> dx;
-  dynamic_dtensor<T, 1, MemorySpace> dgamma, dbeta;
+  dynamic_dtensor<T, 1, MemorySpace> dgamma, dbeta;  // no dbeta for an RMS norm
 };
 
 namespace detail {
@@ -52,24 +56,51 @@ dynamic_dtensor<T, 1, MemorySpace> whole(dynamic_dtensor<T, 1, MemorySpace> cons
 
 }  // namespace detail
 
+namespace detail {
+
+// A layer norm (beta given) or an RMS norm (beta null).
+template <class T, std::size_t Rank, class MemorySpace>
+layer_norm_forward_result<T, Rank, MemorySpace> normalize(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                                          dynamic_dtensor<T, 1, MemorySpace> const& gamma,
+                                                          dynamic_dtensor<T, 1, MemorySpace> const* beta, T eps,
+                                                          execution_space_of<MemorySpace> const& exec) {
+  char const* const op = beta != nullptr ? "layer_norm" : "rms_norm";
+  std::size_t const n = x.global_extents()[Rank - 1];
+  if (gamma.global_extents()[0] != n || (beta != nullptr && beta->global_extents()[0] != n))
+    throw mismatched_tensor_error(std::string(op) + ": " + gamma.notation() +
+                                  (beta != nullptr ? " and " + beta->notation() : std::string()) + " do not fit " +
+                                  x.notation());
+  require_same_mesh(op, x, gamma);
+  auto const in = whole_rows(x, exec);
+  auto const g = whole(gamma, exec);
+  auto y = make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
+  auto const rows = rows_of(in.local());
+  using vector = Kokkos::View<T*, MemorySpace>;
+  auto const rstd = pooled<vector>(in.mesh(), tensor_index{rows.extent(0)});
+  if (beta == nullptr) {
+    local::rms_norm_forward(exec, rows, g.local(), eps, rows_of(y.local()), rstd);
+    return {y, {in, vector(), rstd, false}};
+  }
+  auto const b = whole(*beta, exec);
+  auto const mean = pooled<vector>(in.mesh(), tensor_index{rows.extent(0)});
+  local::layer_norm_forward(exec, rows, g.local(), b.local(), eps, rows_of(y.local()), mean, rstd);
+  return {y, {in, mean, rstd, true}};
+}
+
+}  // namespace detail
+
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] layer_norm_forward_result<T, Rank, MemorySpace> layer_norm(
     dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
     dynamic_dtensor<T, 1, MemorySpace> const& beta, T eps, execution_space_of<MemorySpace> const& exec = {}) {
-  std::size_t const n = x.global_extents()[Rank - 1];
-  if (gamma.global_extents()[0] != n || beta.global_extents()[0] != n)
-    throw mismatched_tensor_error("layer_norm: " + gamma.notation() + " and " + beta.notation() + " do not fit " +
-                                  x.notation());
-  detail::require_same_mesh("layer_norm", x, gamma);
-  auto const in = detail::whole_rows(x, exec);
-  auto const g = detail::whole(gamma, exec);
-  auto const b = detail::whole(beta, exec);
-  auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
-  auto const rows = detail::rows_of(in.local());
-  auto const mean = detail::pooled<Kokkos::View<T*, MemorySpace>>(in.mesh(), tensor_index{rows.extent(0)});
-  auto const rstd = detail::pooled<Kokkos::View<T*, MemorySpace>>(in.mesh(), tensor_index{rows.extent(0)});
-  local::layer_norm_forward(exec, rows, g.local(), b.local(), eps, detail::rows_of(y.local()), mean, rstd);
-  return {y, {in, mean, rstd}};
+  return detail::normalize(x, gamma, &beta, eps, exec);
+}
+
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] layer_norm_forward_result<T, Rank, MemorySpace> rms_norm(
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, 1, MemorySpace> const& gamma, T eps,
+    execution_space_of<MemorySpace> const& exec = {}) {
+  return detail::normalize(x, gamma, static_cast<dynamic_dtensor<T, 1, MemorySpace> const*>(nullptr), eps, exec);
 }
 
 namespace detail {
@@ -97,8 +128,14 @@ layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(layer_norm_saved<
   params.partial_axes = sharding_axes(x.bound());
   tensor_index const extent{n};
   auto dgamma = make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
-  auto dbeta = make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
   auto const rows = [](auto const& t) { return rows_of(t.local()); };
+  if (!saved.centred) {
+    auto const r = residual != nullptr ? to_layout(*residual, x.bound(), exec) : dx;
+    local::rms_norm_backward(exec, rows(x), g.local(), saved.rstd, rows(d), rows(dx), dgamma.local(), rows(r),
+                             residual != nullptr);
+    return {dx, dgamma, {}};
+  }
+  auto dbeta = make_like<T, 1, MemorySpace>(x.mesh(), params, extent);
   if (residual == nullptr) {
     local::layer_norm_backward(exec, rows(x), g.local(), saved.mean, saved.rstd, rows(d), rows(dx), dgamma.local(),
                                dbeta.local());
@@ -112,6 +149,7 @@ layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(layer_norm_saved<
 
 }  // namespace detail
 
+// The gradients of a layer norm or an RMS norm (the saved state says which).
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(
     layer_norm_saved<T, Rank, MemorySpace> const& saved, dynamic_dtensor<T, 1, MemorySpace> const& gamma,

@@ -5,6 +5,11 @@
 // rows far from 0), rstd = 1 / sqrt(var + eps), xhat = (x - mean) * rstd,
 // y = gamma * xhat + beta. An empty row (n == 0) has mean 0 and rstd
 // 1 / sqrt(eps).
+//
+// RMS norm (root mean square layer normalisation, Zhang and Sennrich 2019)
+// is the same without centring and without bias: rstd = 1 / sqrt(mean(x^2)
+// + eps), y = gamma * x * rstd. Both share the kernels below, `centred`
+// telling them apart.
 
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/row_loops.hpp"
@@ -17,17 +22,18 @@
 
 namespace shardmesh::ops::local {
 
-// Saves mean and rstd for layer_norm_backward. y may be x.
-template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> B,
-          local_view<2, ExecSpace> Y, local_view<1, ExecSpace> M, local_view<1, ExecSpace> R>
-void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
-                        typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd) {
+namespace detail {
+
+// layer_norm_forward and rms_norm_forward below; mean (and beta) are not read or written unless centred.
+template <class ExecSpace, class X, class G, class B, class Y, class M, class R>
+void normalize_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
+                       typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd, bool centred) {
   constexpr char const* kernel = "layer_norm_forward";
   detail::require_same_extents(kernel, "x", x, "y", y);
-  detail::require(gamma.extent(0) == x.extent(1) && beta.extent(0) == x.extent(1), kernel,
+  detail::require(gamma.extent(0) == x.extent(1) && (!centred || beta.extent(0) == x.extent(1)), kernel,
                   "gamma is " + detail::shape(gamma) + " and beta " + detail::shape(beta) + " for rows of " +
                       std::to_string(x.extent(1)));
-  detail::require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), kernel,
+  detail::require((!centred || mean.extent(0) == x.extent(0)) && rstd.extent(0) == x.extent(0), kernel,
                   "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
                       std::to_string(x.extent(0)) + " rows");
   using T = typename X::non_const_value_type;
@@ -42,37 +48,60 @@ void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B con
         auto const yr = detail::row(y, r);
         auto const g = detail::elements(gamma);
         auto const b = detail::elements(beta);
-        T const mu = detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(xr[j]); }) * inv_n;
+        T const mu =
+            centred ? detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(xr[j]); }) * inv_n : T(0);
         T const squares = detail::row_sum(team, n, [&](std::size_t j) {
           T const d = static_cast<T>(xr[j]) - mu;
           return d * d;
         });
         T const s = static_cast<T>(1) / Kokkos::sqrt(squares * inv_n + eps);
         detail::row_for(team, n, [&](std::size_t j) {
-          yr[j] = static_cast<T>(g[j]) * ((static_cast<T>(xr[j]) - mu) * s) + static_cast<T>(b[j]);
+          T const shift = centred ? static_cast<T>(b[j]) : static_cast<T>(0);
+          yr[j] = static_cast<T>(g[j]) * ((static_cast<T>(xr[j]) - mu) * s) + shift;
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          mean(r) = mu;
+          if (centred) mean(r) = mu;
           rstd(r) = s;
         });
       });
 }
 
+}  // namespace detail
+
+// Saves mean and rstd for layer_norm_backward. y may be x.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> B,
+          local_view<2, ExecSpace> Y, local_view<1, ExecSpace> M, local_view<1, ExecSpace> R>
+void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
+                        typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd) {
+  detail::normalize_forward(exec, x, gamma, beta, eps, y, mean, rstd, true);
+}
+
+// RMS norm; saves rstd for rms_norm_backward. y may be x.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<2, ExecSpace> Y,
+          local_view<1, ExecSpace> R>
+void rms_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, typename X::non_const_value_type eps,
+                      Y const& y, R const& rstd) {
+  detail::normalize_forward(exec, x, gamma, gamma, eps, y, rstd, rstd, false);
+}
+
 namespace detail {
 
-// layer_norm_backward below, dx plus the residual when add_residual.
+// layer_norm_backward and rms_norm_backward below, dx plus the residual
+// when add_residual; mean and dbeta are not read or written unless centred.
 template <class ExecSpace, class X, class G, class M, class R, class DY, class DX, class DG, class DB, class RES>
-void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
-                         DX const& dx, DG const& dgamma, DB const& dbeta, RES const& residual, bool add_residual) {
+void normalize_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
+                        DX const& dx, DG const& dgamma, DB const& dbeta, RES const& residual, bool add_residual,
+                        bool centred) {
   constexpr char const* kernel = "layer_norm_backward";
   detail::require_same_extents(kernel, "x", x, "dy", dy);
   detail::require_same_extents(kernel, "x", x, "dx", dx);
   detail::require_same_extents(kernel, "x", x, "residual", residual);
-  detail::require(gamma.extent(0) == x.extent(1) && dgamma.extent(0) == x.extent(1) && dbeta.extent(0) == x.extent(1),
-                  kernel,
-                  "gamma is " + detail::shape(gamma) + ", dgamma " + detail::shape(dgamma) + " and dbeta " +
-                      detail::shape(dbeta) + " for rows of " + std::to_string(x.extent(1)));
-  detail::require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), kernel,
+  detail::require(
+      gamma.extent(0) == x.extent(1) && dgamma.extent(0) == x.extent(1) && (!centred || dbeta.extent(0) == x.extent(1)),
+      kernel,
+      "gamma is " + detail::shape(gamma) + ", dgamma " + detail::shape(dgamma) + " and dbeta " + detail::shape(dbeta) +
+          " for rows of " + std::to_string(x.extent(1)));
+  detail::require((!centred || mean.extent(0) == x.extent(0)) && rstd.extent(0) == x.extent(0), kernel,
                   "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
                       std::to_string(x.extent(0)) + " rows");
   using T = typename X::non_const_value_type;
@@ -94,7 +123,7 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
         T dg[width] = {};
         T db[width] = {};
         for (std::size_t r = 0; r < rows; ++r) {
-          T const mu = static_cast<T>(mean(r));
+          T const mu = centred ? static_cast<T>(mean(r)) : static_cast<T>(0);
           T const s = static_cast<T>(rstd(r));
           auto const xr = detail::row(x, r);
           auto const dyr = detail::row(dy, r);
@@ -107,7 +136,7 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
         }
         for (std::size_t c = 0; c < count; ++c) {
           dgamma(first + c) = dg[c];
-          dbeta(first + c) = db[c];
+          if (centred) dbeta(first + c) = db[c];
         }
       });
 
@@ -120,11 +149,13 @@ void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M co
         auto const dyr = detail::row(dy, r);
         auto const dxr = detail::row(dx, r);
         auto const g = detail::elements(gamma);
-        T const mu = static_cast<T>(mean(r));
+        T const mu = centred ? static_cast<T>(mean(r)) : static_cast<T>(0);
         T const s = static_cast<T>(rstd(r));
         T const g_mean =
-            detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(g[j]) * static_cast<T>(dyr[j]); }) *
-            inv_n;
+            centred ? detail::row_sum(team, n,
+                                      [&](std::size_t j) { return static_cast<T>(g[j]) * static_cast<T>(dyr[j]); }) *
+                          inv_n
+                    : static_cast<T>(0);
         T const gx_mean =
             detail::row_sum(team, n,
                             [&](std::size_t j) {
@@ -152,7 +183,7 @@ template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> 
           local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB>
 void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
                          DX const& dx, DG const& dgamma, DB const& dbeta) {
-  detail::layer_norm_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dx, false);
+  detail::normalize_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dx, false, true);
 }
 
 // The same, dx plus residual: the gradient reaching x of a residual branch
@@ -163,7 +194,17 @@ template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> 
           local_view<1, ExecSpace> DG, local_view<1, ExecSpace> DB, local_view<2, ExecSpace> RES>
 void layer_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, M const& mean, R const& rstd, DY const& dy,
                          DX const& dx, DG const& dgamma, DB const& dbeta, RES const& residual) {
-  detail::layer_norm_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, residual, true);
+  detail::normalize_backward(exec, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, residual, true, true);
+}
+
+// RMS norm, with xhat = x * rstd: dx = rstd * (g - xhat * mean_j(g * xhat)),
+// dgamma[j] = sum over rows of dy * xhat; residual as above, or none.
+template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> R,
+          local_view<2, ExecSpace> DY, local_view<2, ExecSpace> DX, local_view<1, ExecSpace> DG,
+          local_view<2, ExecSpace> RES>
+void rms_norm_backward(ExecSpace const& exec, X const& x, G const& gamma, R const& rstd, DY const& dy, DX const& dx,
+                       DG const& dgamma, RES const& residual, bool add_residual) {
+  detail::normalize_backward(exec, x, gamma, rstd, rstd, dy, dx, dgamma, dgamma, residual, add_residual, false);
 }
 
 }  // namespace shardmesh::ops::local

@@ -1,0 +1,78 @@
+#pragma once
+// A Llama-style decoder: token embeddings, blocks of RMS norm, causal
+// self-attention with rotary position embeddings and grouped-query
+// key/value heads, residual, RMS norm, SwiGLU MLP, residual, then a final
+// RMS norm and an untied head (models/decoder.hpp). Its parameters and
+// stages are declared in llama_description.hpp, and built from there.
+//
+//   llama<float> model(mesh, config, [&](std::string const& name) { return values[name]; });
+
+#include "shardmesh/errors.hpp"
+#include "shardmesh/models/decoder.hpp"
+#include "shardmesh/models/llama_description.hpp"
+#include "shardmesh/nn/attention.hpp"
+#include "shardmesh/nn/declared_parameters.hpp"
+#include "shardmesh/nn/decoder_block.hpp"
+#include "shardmesh/nn/embedding.hpp"
+#include "shardmesh/nn/layer_norm.hpp"
+#include "shardmesh/nn/swiglu_mlp.hpp"
+#include "shardmesh/strategy/transformer_layouts.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+struct llama_architecture {
+  using config = llama_config;
+  template <class T, class MemorySpace>
+  using block = decoder_block<T, MemorySpace, swiglu_mlp<T, MemorySpace>>;
+
+  static std::string config_error(config const& c) { return llama_config_error(c); }
+  static std::string stage_name(config const& c, std::size_t stage) { return decoder_stage_name(c.layers, stage); }
+  static std::vector<parameter_spec> stage_parameters(config const& c, mesh_shape const& mesh, std::size_t stage) {
+    return llama_stage_parameters(c, mesh, stage);
+  }
+
+  template <class T, class MemorySpace>
+  static embedding<T, MemorySpace> make_embedding(declared_parameters<T, MemorySpace> const& declared,
+                                                  transformer_layouts const& layouts) {
+    return {declared.template take<2>("wte"), layouts.activation};
+  }
+
+  template <class T, class MemorySpace>
+  static layer_norm<T, 3, MemorySpace> make_norm(declared_parameters<T, MemorySpace> const& declared, config const& c,
+                                                 std::string const& name) {
+    return {declared.template take<1>(name + "_g"), static_cast<T>(c.eps)};
+  }
+
+  template <class T, class MemorySpace>
+  static block<T, MemorySpace> make_block(declared_parameters<T, MemorySpace> const& declared, config const& c,
+                                          transformer_layouts const& layouts, std::string const& prefix) {
+    using attn = attention<T, MemorySpace>;
+    using feed = swiglu_mlp<T, MemorySpace>;
+    kv_layouts const kv = kv_projection_layouts(llama_sizes(c), declared.mesh().shape());
+    auto const projection = [&](std::string const& name, layout const& out) {
+      return typename attn::projection(declared.template take<3>(prefix + name), layouts.whole_rows, out);
+    };
+    attn a(projection("wq", layouts.heads), projection("wk", kv.output), projection("wv", kv.output),
+           typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation),
+           c.rope_base);
+    auto const up = [&](std::string const& name) {
+      return typename feed::up(declared.template take<2>(prefix + name), layouts.whole_rows, layouts.features);
+    };
+    feed f(up("w1"), up("w3"),
+           typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
+    return {make_norm(declared, c, prefix + "ln1"), std::move(a), make_norm(declared, c, prefix + "ln2"), std::move(f),
+            layouts.activation};
+  }
+};
+
+template <class T, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+using llama = decoder<llama_architecture, T, MemorySpace>;
+
+}  // namespace shardmesh::parallel

@@ -1,0 +1,112 @@
+#pragma once
+// What a Llama-style decoder is made of, declared once (llama.hpp builds
+// its parameters from these declarations): token embeddings without
+// positions, blocks of RMS norm, attention with rotary position embeddings
+// and grouped-query key/value heads, RMS norm and a SwiGLU MLP, a final
+// RMS norm and an untied head. Its stages are numbered as the GPT's: 0
+// "embedding", 1 to L the blocks "h0" ..., L + 1 "head", L + 2 "loss".
+//
+// The key/value projections are split on tp like the queries where each
+// rank's query heads then read only its own key/value heads (as many
+// key/value heads as query heads, or tp dividing them), and held whole by
+// every rank otherwise (kv_projection_layouts, nn/attention.hpp).
+// llama_description hands the declarations, with what
+// decoder_description.hpp reads off the same layouts, to the planner.
+//
+// Pure; no Kokkos or MPI.
+
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/models/decoder_description.hpp"
+#include "shardmesh/plan/model_description.hpp"
+#include "shardmesh/strategy/transformer_layouts.hpp"
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardmesh::parallel {
+
+struct llama_config {
+  std::size_t vocabulary = 0, sequence = 0, hidden = 0, heads = 0, kv_heads = 0, head_size = 0, ffn = 0, layers = 0;
+  double eps = 1e-5;
+  double rope_base = 10000;
+  bool sequence_parallel = false;
+};
+
+// What is wrong with c, naming the field; empty if nothing.
+[[nodiscard]] inline std::string llama_config_error(llama_config const& c) {
+  for (auto const& [name, value] : {std::pair<char const*, std::size_t>{"vocabulary", c.vocabulary},
+                                    {"sequence", c.sequence},
+                                    {"hidden", c.hidden},
+                                    {"heads", c.heads},
+                                    {"kv_heads", c.kv_heads},
+                                    {"head_size", c.head_size},
+                                    {"ffn", c.ffn},
+                                    {"layers", c.layers}})
+    if (value == 0) return std::string(name) + " is 0";
+  if (c.heads % c.kv_heads != 0)
+    return "kv_heads = " + std::to_string(c.kv_heads) + " does not divide heads = " + std::to_string(c.heads);
+  if (c.head_size % 2 != 0)
+    return "head_size = " + std::to_string(c.head_size) + " is odd: rotary embeddings rotate pairs";
+  if (!(c.rope_base > 1)) return "rope_base = " + std::to_string(c.rope_base) + " is not above 1";
+  if (!(c.eps > 0)) return "eps = " + std::to_string(c.eps) + " is not above 0";
+  return {};
+}
+
+// The facts of the model the planner reads (decoder_description.hpp).
+[[nodiscard]] inline decoder_sizes llama_sizes(llama_config const& c) {
+  return {c.vocabulary, c.sequence,          c.hidden, c.heads, c.kv_heads, c.head_size, c.ffn,
+          c.layers,     c.sequence_parallel, false,    false,   true};
+}
+
+// The parameters of stage `stage`, placed on `mesh`.
+[[nodiscard]] inline std::vector<parameter_spec> llama_stage_parameters(llama_config const& c, mesh_shape const& mesh,
+                                                                        std::size_t stage) {
+  transformer_layouts const L(mesh, c.sequence_parallel);
+  if (stage == 0) return {{"wte", {c.vocabulary, c.hidden}, L.vocabulary}};
+  if (stage <= c.layers) {
+    std::string const h = "h" + std::to_string(stage - 1) + ".";
+    layout const kv = kv_projection_layouts(llama_sizes(c), mesh).weight;
+    return {{h + "ln1_g", {c.hidden}, L.vector},
+            {h + "wq", {c.hidden, c.heads, c.head_size}, L.heads_in},
+            {h + "wk", {c.hidden, c.kv_heads, c.head_size}, kv},
+            {h + "wv", {c.hidden, c.kv_heads, c.head_size}, kv},
+            {h + "wo", {c.heads, c.head_size, c.hidden}, L.heads_out},
+            {h + "ln2_g", {c.hidden}, L.vector},
+            {h + "w1", {c.hidden, c.ffn}, L.column},
+            {h + "w3", {c.hidden, c.ffn}, L.column},
+            {h + "w2", {c.ffn, c.hidden}, L.row}};
+  }
+  if (stage == c.layers + 1) return {{"lnf_g", {c.hidden}, L.vector}, {"whead", {c.hidden, c.vocabulary}, L.column}};
+  return {};
+}
+
+// Every parameter of a Llama-style model of configuration c, in its stages' order.
+[[nodiscard]] inline std::vector<parameter_spec> llama_parameters(llama_config const& c) {
+  std::vector<parameter_spec> out;
+  for (std::size_t s = 0; s < c.layers + 3; ++s) {
+    std::vector<parameter_spec> const more = llama_stage_parameters(c, mesh_shape{{"tp", 1}}, s);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+// The model as the planner sees it (model_description.hpp).
+class llama_description final : public decoder_description {
+ public:
+  explicit llama_description(llama_config const& c) : decoder_description(llama_sizes(c)), config_(c) {}
+
+  [[nodiscard]] llama_config const& config() const { return config_; }
+
+ protected:
+  [[nodiscard]] std::vector<parameter_spec> stage_parameters(mesh_shape const& mesh, std::size_t stage) const override {
+    return llama_stage_parameters(config_, mesh, stage);
+  }
+
+ private:
+  llama_config config_;
+};
+
+}  // namespace shardmesh::parallel

@@ -1,0 +1,287 @@
+// The Llama-style model (RMS norms, rotary embeddings, grouped-query
+// attention, SwiGLU, an untied head) against its serial double-precision
+// reference (reference_llama.hpp: plain loops, gradients by central
+// differences):
+// - one step on tp = the number of ranks (1 to 4), with 1, 2 and 4
+//   key/value heads for 4 query heads, with and without sequence
+//   parallelism: loss, logits and every gradient;
+// - training over dp x pp x tp meshes with every ZeRO stage and every
+//   pipeline schedule, AdamW with clipping and a warm-up and cosine
+//   learning rate: every step's loss and gradient norm and every parameter
+//   after three steps;
+// - bad sizes refused with an error naming the field, on every rank.
+// The sizes split unevenly: a vocabulary of 19, 4 heads over 3 ranks, an
+// MLP of 10 over 3 or 4, key/value heads fewer than tp (held whole) or
+// split with tp. Tolerances: gpt_test.cpp's for one step (the same float
+// sums through 2 blocks), training_reference.hpp's for training.
+#include "mpi_test.hpp"
+#include "reference_llama.hpp"
+#include "training_reference.hpp"
+
+#include <shardmesh/models/llama.hpp>
+#include <shardmesh/shardmesh.hpp>
+#include <shardmesh/strategy/batch.hpp>
+#include <shardmesh/strategy/layer_partition.hpp>
+#include <shardmesh/train/trainer.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_exception.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace shardmesh;
+using namespace shardmesh::test::training;
+namespace lr = shardmesh::test::llama_reference;
+using parallel::schedule_kind;
+using parallel::zero_stage;
+
+namespace {
+
+using model = parallel::llama<float, host>;
+using trainer_type = parallel::trainer<model>;
+
+static_assert(parallel::trainable_model<model>);
+
+lr::config small(std::size_t kv_heads, std::size_t batch, std::size_t layers = 2) {
+  return {.V = 19, .T = 5, .C = 8, .H = 4, .K = kv_heads, .D = 4, .F = 10, .L = layers, .B = batch};
+}
+
+parallel::llama_config config_of(lr::config const& c, bool sequence_parallel = false) {
+  return {c.V, c.T, c.C, c.H, c.K, c.D, c.F, c.L, c.eps, c.base, sequence_parallel};
+}
+
+dynamic_dtensor<int, 2, host> ids(device_mesh const& mesh, layout const& l, lr::config const& c,
+                                  std::vector<int> const& values) {
+  Kokkos::View<int**, Kokkos::LayoutRight, host> global("ids", c.B, c.T);
+  std::copy(values.begin(), values.end(), global.data());
+  return distribute<host>(mesh, l, global);
+}
+
+template <class Tensor>
+std::vector<double> gathered(Tensor const& x) {
+  auto const g = gather(x);
+  return std::vector<double>(g.data(), g.data() + g.size());
+}
+
+void require_close(std::string const& what, std::vector<double> const& got, std::vector<double> const& want) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(what << " element " << i << ": " << got[i] << " vs " << want[i] << " (largest " << scale << ")");
+    REQUIRE(std::abs(got[i] - want[i]) <= 1e-4 * scale + 1e-7);
+  }
+}
+
+// v computed on world rank 0 and sent to every rank (the reference is serial and slow).
+values on_every_rank(values v) {
+  for (auto& [name, x] : v) {
+    auto n = static_cast<unsigned long>(x.size());
+    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    x.resize(n);
+    MPI_Bcast(x.data(), static_cast<int>(n), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+  return v;
+}
+
+std::vector<double> on_every_rank(std::vector<double> v) { return on_every_rank(values{{"", std::move(v)}}).at(""); }
+
+history on_every_rank(history h) {
+  h.parameters = on_every_rank(std::move(h.parameters));
+  h.losses = on_every_rank(std::move(h.losses));
+  h.norms = on_every_rank(std::move(h.norms));
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("the tensor-parallel Llama equals the serial reference: loss, logits, every gradient", "[parallel][llama]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  for (std::size_t kv : {1, 2, 4}) {
+    lr::config const c = small(kv, 2);
+    values const start = lr::init(c, 3);
+    auto const tokens = lr::tokens(c, 3, 1);
+    auto const targets = lr::tokens(c, 3, 2);
+    bool const root = test::world_rank() == 0;
+    lr::forward_result const want = lr::forward(c, start, tokens, targets);
+    values const want_grads = on_every_rank(root ? lr::gradients(c, start, tokens, targets) : start);
+    for (bool sp : {false, true}) {
+      INFO("tp = " << mesh.size() << ", " << kv << " key/value heads" << (sp ? ", sequence parallel" : ""));
+      model m(mesh, config_of(c, sp), [&](std::string const& name) { return start.at(name); });
+      layout const l = m.layouts().ids;
+      auto const f = m.forward(ids(mesh, l, c, tokens), ids(mesh, l, c, targets));
+      m.backward();
+      CHECK(std::abs(f.loss - want.loss) <= 1e-4 * want.loss);
+      require_close("logits", gathered(f.logits), want.logits);
+      // Every parameter, declared in the reference's order and shape, with its gradient.
+      auto const shapes = lr::shapes(c);
+      std::size_t i = 0;
+      m.for_each_parameter([&](std::string const& name, auto& p) {
+        REQUIRE(i < shapes.size());
+        CHECK(shapes[i].first == name);
+        for (std::size_t d = 0; d < shapes[i].second.size(); ++d) CHECK(shapes[i].second[d] == p.global_extents()[d]);
+        require_close(name, gathered(p.grad()), want_grads.at(name));
+        ++i;
+      });
+      CHECK(i == shapes.size());
+    }
+  }
+}
+
+namespace {
+
+struct setup {
+  std::size_t dp, pp, tp;
+  schedule_kind schedule;
+  std::size_t chunks;  // v
+  zero_stage stage;
+  std::size_t micro_batches;
+};
+
+std::string describe(setup const& s) {
+  return "dp=" + std::to_string(s.dp) + " pp=" + std::to_string(s.pp) + " tp=" + std::to_string(s.tp) + " " +
+         std::string(to_string(s.schedule)) + " v=" + std::to_string(s.chunks) + " ZeRO-" +
+         std::to_string(static_cast<int>(s.stage)) + " m=" + std::to_string(s.micro_batches);
+}
+
+constexpr std::size_t layers = 4;
+// warmup_cosine(2, 4, 0.2): 1/2 and 2/2 while warming up, then 0.2 + 0.8 (1 + cos(pi/2)) / 2 = 0.6.
+reference_schedule const factors{{0.5, 1.0, 0.6}, false};
+parallel::adamw const method{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1};
+
+batch batch_of(lr::config const& c, std::size_t step) {
+  return {lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
+}
+
+history reference(lr::config const& c, values const& start) {
+  std::set<std::string> decayed;
+  for (auto const& [name, shape] : lr::shapes(c))
+    if (shape.size() >= 2) decayed.insert(name);
+  history h;
+  if (test::world_rank() == 0)
+    h = train_serial(start, method, factors, decayed, [&](values const& p, std::size_t step) {
+      batch const b = batch_of(c, step);
+      return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
+    });
+  else
+    h.parameters = start;
+  return on_every_rank(std::move(h));
+}
+
+// The parameters this rank's stage holds after three steps, and every step's loss and norm.
+history train(setup const& su, lr::config const& c, values const& start) {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
+  device_mesh const stage = mesh.submesh({"dp", "tp"});
+  std::size_t const s = mesh.coordinates()[1];
+  auto const parts = parallel::partition_layers(c.L, su.pp * su.chunks);
+  std::deque<model> chunks;  // trainers keep pointers to them
+  std::vector<model*> pointers;
+  for (std::size_t k = 0; k < su.chunks; ++k) {
+    chunks.emplace_back(
+        stage, config_of(c), [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
+    pointers.push_back(&chunks.back());
+  }
+  trainer_type train(pointers, mesh,
+                     {.stage = su.stage,
+                      .method = method,
+                      .lr_schedule = parallel::warmup_cosine(2, 4, 0.2),
+                      .clip_norm = clip,
+                      .bucket_bytes = 512,
+                      .schedule = su.schedule});
+  auto const accounting = parallel::batch_accounting::uneven(c.B, su.micro_batches, su.dp);
+  history h;
+  for (std::size_t step = 0; step < steps; ++step) {
+    batch const b = batch_of(c, step);
+    std::vector<trainer_type::micro_batch> micro;
+    for (std::size_t a = 0; a < su.micro_batches; ++a) {
+      interval const samples = accounting.micro_step(a);
+      layout const& l = chunks.front().layouts().ids;
+      micro.push_back({rows(stage, l, b.tokens, samples, c.T), rows(stage, l, b.targets, samples, c.T)});
+    }
+    auto const r = train.step(micro);
+    h.losses.push_back(r.loss);
+    h.norms.push_back(r.grad_norm);
+  }
+  for (model& chunk : chunks)
+    chunk.for_each_parameter([&](std::string const& name, auto& p) {
+      auto const g = gather(p.stored());
+      h.parameters[name].assign(g.data(), g.data() + g.size());
+    });
+  return h;
+}
+
+// The reference's history with only the parameters `got` has: a stage holds some.
+history restricted(history const& want, history const& got) {
+  history out{{}, want.losses, want.norms};
+  for (auto const& [name, v] : got.parameters) out.parameters[name] = want.parameters.at(name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule equals serial AdamW",
+          "[parallel][llama]") {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<setup> setups;
+  constexpr std::array stages{zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients,
+                              zero_stage::parameters};
+  for (std::size_t pp : {1, 2})
+    for (std::size_t tp : {1, 2}) {
+      if (n % (pp * tp) != 0) continue;
+      std::size_t const dp = n / (pp * tp);
+      if (pp == 1) {
+        for (zero_stage stage : stages) setups.push_back({dp, 1, tp, schedule_kind::one_f_one_b, 1, stage, 2});
+        continue;
+      }
+      std::size_t k = 0;  // each schedule with another ZeRO stage
+      for (schedule_kind kind :
+           {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
+        setups.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2});
+    }
+  // One global batch of 4 samples everywhere (uneven over 4 replicas and 2 micro-batches); 1 and 2 key/value
+  // heads in turn (tp = 2: held whole, and split).
+  std::map<std::size_t, history> references;  // by key/value heads
+  for (std::size_t i = 0; i < setups.size(); ++i) {
+    std::size_t const kv = 1 + i % 2;
+    lr::config const c = small(kv, 4, layers);
+    values const start = lr::init(c, 5);
+    if (!references.contains(kv)) references.emplace(kv, reference(c, start));
+    INFO(describe(setups[i]) << ", " << kv << " key/value heads");
+    history const h = train(setups[i], c, start);
+    require_close(h, restricted(references.at(kv), h), tolerance);
+  }
+}
+
+TEST_CASE("a Llama of bad sizes is refused with the field named, on every rank, before any work", "[parallel][llama]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  lr::config const c = small(2, 2);
+  values const start = lr::init(c, 3);
+  auto const fails = [&](parallel::llama_config const& bad, std::string const& why) {
+    REQUIRE_THROWS_MATCHES(model(mesh, bad, [&](std::string const& name) { return start.at(name); }),
+                           invalid_option_error, Catch::Matchers::Message("model: " + why));
+  };
+  parallel::llama_config bad = config_of(c);
+  bad.kv_heads = 3;
+  fails(bad, "kv_heads = 3 does not divide heads = 4");
+  bad = config_of(c);
+  bad.vocabulary = 0;
+  fails(bad, "vocabulary is 0");
+  bad = config_of(c);
+  bad.head_size = 3;
+  fails(bad, "head_size = 3 is odd: rotary embeddings rotate pairs");
+  bad = config_of(c);
+  bad.kv_heads = 0;
+  fails(bad, "kv_heads is 0");
+  bad = config_of(c);
+  bad.rope_base = 1;
+  fails(bad, "rope_base = 1.000000 is not above 1");
+}
