@@ -14,6 +14,7 @@
 // hence within twice it of each other.
 #include "mpi_test.hpp"
 #include "small_gpt.hpp"
+#include "training_reference.hpp"
 
 #include <shardmesh/models/gpt.hpp>
 #include <shardmesh/shardmesh.hpp>
@@ -40,25 +41,11 @@ parallel::gpt_config config_of(ref::config const& c, bool sequence_parallel) {
 
 dynamic_dtensor<int, 2, host> ids(device_mesh const& mesh, layout const& l, ref::config const& c,
                                   std::vector<int> const& values) {
-  Kokkos::View<int**, Kokkos::LayoutRight, host> global("ids", c.B, c.T);
-  std::copy(values.begin(), values.end(), global.data());
-  return distribute<host>(mesh, l, global);
-}
-
-template <class Tensor>
-std::vector<double> gathered(Tensor const& x) {
-  auto const g = gather(x);
-  return std::vector<double>(g.data(), g.data() + g.size());
+  return test::training::rows(mesh, l, values, {0, c.B}, c.T);
 }
 
 void require_close(std::string const& what, std::vector<double> const& got, std::vector<double> const& want) {
-  REQUIRE(got.size() == want.size());
-  double scale = 0;
-  for (double w : want) scale = std::max(scale, std::abs(w));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO(what << " element " << i << ": " << got[i] << " vs " << want[i] << " (largest " << scale << ")");
-    REQUIRE(std::abs(got[i] - want[i]) <= tolerance * scale + 1e-7);
-  }
+  test::training::require_close_to_scale(what, got, want, tolerance);
 }
 
 struct run {
@@ -75,8 +62,9 @@ run train_step(device_mesh const& mesh, ref::config const& c, bool sequence_para
   layout const l = model.layouts().ids;
   auto const f = model.forward(ids(mesh, l, c, tokens), ids(mesh, l, c, targets));
   model.backward();
-  run r{f.loss, gathered(f.logits), {}};
-  model.for_each_parameter([&](std::string const& name, auto& p) { r.gradients[name] = gathered(p.grad()); });
+  run r{f.loss, test::training::gathered(f.logits), {}};
+  model.for_each_parameter(
+      [&](std::string const& name, auto& p) { r.gradients[name] = test::training::gathered(p.grad()); });
   // The declared shapes are the model's, in its order.
   auto const shapes = parallel::gpt_parameters(config_of(c, sequence_parallel));
   std::size_t i = 0;

@@ -35,22 +35,7 @@ namespace {
 using model = parallel::gpt<float, host>;
 using trainer_type = parallel::trainer<model>;
 
-struct setup {
-  std::size_t dp, pp, tp;
-  schedule_kind schedule;
-  std::size_t chunks;  // v
-  zero_stage stage;
-  std::size_t micro_batches;
-  std::vector<std::size_t> layer_counts;  // per virtual stage; empty: balanced
-};
-
-std::string describe(setup const& s) {
-  std::string out = "dp=" + std::to_string(s.dp) + " pp=" + std::to_string(s.pp) + " tp=" + std::to_string(s.tp) + " " +
-                    std::string(to_string(s.schedule)) + " v=" + std::to_string(s.chunks) + " ZeRO-" +
-                    std::to_string(static_cast<int>(s.stage)) + " m=" + std::to_string(s.micro_batches) + " layers";
-  for (std::size_t n : s.layer_counts) out += " " + std::to_string(n);
-  return out;
-}
+using setup = pipeline_setup;
 
 constexpr std::size_t layers = 8;
 

@@ -150,6 +150,44 @@ inline dynamic_dtensor<int, 2, host> rows(device_mesh const& mesh, layout const&
   return distribute<host>(mesh, l, global);
 }
 
+// A distributed tensor's global values, gathered.
+template <class Tensor>
+std::vector<double> gathered(Tensor const& x) {
+  auto const g = gather(x);
+  return std::vector<double>(g.data(), g.data() + g.size());
+}
+
+// got within `relative` times want's largest magnitude (plus 1e-7), element by element.
+inline void require_close_to_scale(std::string const& what, std::vector<double> const& got,
+                                   std::vector<double> const& want, double relative) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(what << " element " << i << ": " << got[i] << " vs " << want[i] << " (largest " << scale << ")");
+    REQUIRE(std::abs(got[i] - want[i]) <= relative * scale + 1e-7);
+  }
+}
+
+// A pipeline training run's configuration.
+struct pipeline_setup {
+  std::size_t dp, pp, tp;
+  parallel::schedule_kind schedule;
+  std::size_t chunks;  // v
+  parallel::zero_stage stage;
+  std::size_t micro_batches;
+  std::vector<std::size_t> layer_counts;  // per virtual stage; empty: balanced
+};
+
+inline std::string describe(pipeline_setup const& s) {
+  std::string out = "dp=" + std::to_string(s.dp) + " pp=" + std::to_string(s.pp) + " tp=" + std::to_string(s.tp) + " " +
+                    std::string(to_string(s.schedule)) + " v=" + std::to_string(s.chunks) + " ZeRO-" +
+                    std::to_string(static_cast<int>(s.stage)) + " m=" + std::to_string(s.micro_batches);
+  if (!s.layer_counts.empty()) out += " layers";
+  for (std::size_t n : s.layer_counts) out += " " + std::to_string(n);
+  return out;
+}
+
 inline void require_close(history const& got, history const& want, double bound) {
   for (std::size_t s = 0; s < steps; ++s) {
     INFO("step " << s);

@@ -112,8 +112,10 @@ class model_fields {
   std::string path_;
 };
 
-gpt_config read_gpt(model_fields const& f) {
-  gpt_config c;
+// The sizes both architectures have.
+template <class Config>
+Config read_decoder(model_fields const& f) {
+  Config c;
   c.vocabulary = f.size("vocabulary");
   c.sequence = f.size("sequence");
   c.hidden = f.size("hidden");
@@ -122,22 +124,19 @@ gpt_config read_gpt(model_fields const& f) {
   c.ffn = f.size("ffn");
   c.layers = f.size("layers");
   c.sequence_parallel = f.flag("sequence_parallel");
+  return c;
+}
+
+gpt_config read_gpt(model_fields const& f) {
+  gpt_config const c = read_decoder<gpt_config>(f);
   f.check(shardmesh::parallel::gpt_config_error(c));
   return c;
 }
 
 llama_config read_llama(model_fields const& f) {
-  llama_config c;
-  c.vocabulary = f.size("vocabulary");
-  c.sequence = f.size("sequence");
-  c.hidden = f.size("hidden");
-  c.heads = f.size("heads");
+  llama_config c = read_decoder<llama_config>(f);
   c.kv_heads = f.size("kv_heads");
-  c.head_size = f.size("head_size");
-  c.ffn = f.size("ffn");
-  c.layers = f.size("layers");
   c.rope_base = f.number("rope_base", c.rope_base);
-  c.sequence_parallel = f.flag("sequence_parallel");
   if (f.flag("tied_embeddings"))
     throw f.bad("\"tied_embeddings\" is true; the Llama-style model's head is untied (false)");
   f.check(shardmesh::parallel::llama_config_error(c));

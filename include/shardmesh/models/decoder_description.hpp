@@ -36,7 +36,9 @@
 
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardmesh::parallel {
@@ -49,6 +51,13 @@ struct decoder_sizes {
   bool centred = true;    // layer norms (mean and bias), or RMS norms
   bool gated = false;     // a SwiGLU MLP (gate and up), or a GELU MLP
 };
+
+// "name is 0" for the first size that is 0, or nothing: a config's check of its sizes.
+[[nodiscard]] inline std::string zero_size_error(std::initializer_list<std::pair<char const*, std::size_t>> sizes) {
+  for (auto const& [name, value] : sizes)
+    if (value == 0) return std::string(name) + " is 0";
+  return {};
+}
 
 // The key/value projections' weight [c, kv, d] and output [b, t, kv, d]
 // layouts: split on tp like the queries where each rank's query heads then

@@ -30,14 +30,15 @@ struct gpt_config {
 
 // What is wrong with c, naming the field; empty if nothing.
 [[nodiscard]] inline std::string gpt_config_error(gpt_config const& c) {
-  for (auto const& [name, value] : {std::pair<char const*, std::size_t>{"vocabulary", c.vocabulary},
-                                    {"sequence", c.sequence},
-                                    {"hidden", c.hidden},
-                                    {"heads", c.heads},
-                                    {"head_size", c.head_size},
-                                    {"ffn", c.ffn},
-                                    {"layers", c.layers}})
-    if (value == 0) return std::string(name) + " is 0";
+  if (std::string why = zero_size_error({{"vocabulary", c.vocabulary},
+                                         {"sequence", c.sequence},
+                                         {"hidden", c.hidden},
+                                         {"heads", c.heads},
+                                         {"head_size", c.head_size},
+                                         {"ffn", c.ffn},
+                                         {"layers", c.layers}});
+      !why.empty())
+    return why;
   if (!(c.eps > 0)) return "eps = " + std::to_string(c.eps) + " is not above 0";
   return {};
 }

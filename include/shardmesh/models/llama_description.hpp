@@ -37,15 +37,16 @@ struct llama_config {
 
 // What is wrong with c, naming the field; empty if nothing.
 [[nodiscard]] inline std::string llama_config_error(llama_config const& c) {
-  for (auto const& [name, value] : {std::pair<char const*, std::size_t>{"vocabulary", c.vocabulary},
-                                    {"sequence", c.sequence},
-                                    {"hidden", c.hidden},
-                                    {"heads", c.heads},
-                                    {"kv_heads", c.kv_heads},
-                                    {"head_size", c.head_size},
-                                    {"ffn", c.ffn},
-                                    {"layers", c.layers}})
-    if (value == 0) return std::string(name) + " is 0";
+  if (std::string why = zero_size_error({{"vocabulary", c.vocabulary},
+                                         {"sequence", c.sequence},
+                                         {"hidden", c.hidden},
+                                         {"heads", c.heads},
+                                         {"kv_heads", c.kv_heads},
+                                         {"head_size", c.head_size},
+                                         {"ffn", c.ffn},
+                                         {"layers", c.layers}});
+      !why.empty())
+    return why;
   if (c.heads % c.kv_heads != 0)
     return "kv_heads = " + std::to_string(c.kv_heads) + " does not divide heads = " + std::to_string(c.heads);
   if (c.head_size % 2 != 0)
