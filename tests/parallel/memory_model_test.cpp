@@ -11,10 +11,12 @@
 // byte for byte, with and without sequence parallelism. The GPT has 3
 // heads and a hidden size of 10, so tensor and state sharding are uneven;
 // the Llama has 4 query heads and one key/value head (held whole by every
-// tp rank, its weight gradients reduced over tp); the embedding and the
-// head make the first and last stages heavier.
+// tp rank, its weight gradients reduced over tp); the tests' own residual
+// MLP (residual_mlp.hpp, its own description) has blocks of four widths;
+// the embedding and the head make the first and last stages heavier.
 #include "mpi_test.hpp"
-#include "reference_llama.hpp"
+#include "reference_models.hpp"
+#include "residual_mlp.hpp"
 #include "training_reference.hpp"
 
 #include <shardmesh/models/gpt.hpp>
@@ -61,6 +63,7 @@ struct gpt_case {
   }
   static values start() { return by_name(sizes(1), ref::init_parameters(sizes(1), 3)); }
   static batch batch_of(std::size_t global) { return batch_of_step(sizes(global), 0, false); }
+  static constexpr bool sequence_parallel = true;
 };
 
 struct llama_case {
@@ -78,6 +81,24 @@ struct llama_case {
     auto const c = sizes(global);
     return {test::llama_reference::tokens(c, 11, 100), test::llama_reference::tokens(c, 11, 200)};
   }
+  static constexpr bool sequence_parallel = true;
+};
+
+// The tests' own model (residual_mlp.hpp): blocks of MLP widths 6, 15, 4 and 11; no sequence parallelism.
+struct residual_case {
+  using model = test::residual::model<float, host>;
+  using description = test::residual::description;
+  static test::residual_reference::config sizes() { return {.V = 19, .T = 5, .C = 8, .widths = {6, 15, 4, 11}}; }
+  static test::residual::config config(bool) {
+    auto const c = sizes();
+    return {c.V, c.T, c.C, c.widths.size(), c.widths, c.eps, false};
+  }
+  static values start() { return test::llama_reference::init(test::residual_reference::shapes(sizes()), 3); }
+  static batch batch_of(std::size_t global) {
+    std::size_t const n = global * sizes().T;
+    return {test::llama_reference::tokens(n, 19, 11, 100), test::llama_reference::tokens(n, 19, 11, 200)};
+  }
+  static constexpr bool sequence_parallel = false;
 };
 
 // The most each category held at once over the step's phases.
@@ -91,11 +112,11 @@ std::array<std::size_t, memory_category_count> step_peaks(parallel::memory_repor
 }  // namespace
 
 TEMPLATE_TEST_CASE("the declared stages name, size and place every parameter as the model does", "[parallel][planner]",
-                   gpt_case, llama_case) {
+                   gpt_case, llama_case, residual_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   values const start = TestType::start();
   for (std::size_t tp : {std::size_t{1}, n})
-    for (bool sequence_parallel : {false, true}) {
+    for (bool sequence_parallel : {false, TestType::sequence_parallel}) {
       auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n / tp}, {"tp", tp}});
       typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
@@ -116,7 +137,7 @@ TEMPLATE_TEST_CASE("the declared stages name, size and place every parameter as 
 }
 
 TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives and bytes the model issues",
-                   "[parallel][planner]", gpt_case, llama_case) {
+                   "[parallel][planner]", gpt_case, llama_case, residual_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::vector<std::pair<std::size_t, std::size_t>> meshes{{1, n}, {n, 1}};
   if (n == 4) meshes.emplace_back(2, 2);
@@ -125,7 +146,7 @@ TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives an
   batch const b = TestType::batch_of(samples);
   std::size_t const T = TestType::config(false).sequence, L = TestType::config(false).layers;
   for (auto const& [dp, tp] : meshes)
-    for (bool sequence_parallel : {false, true}) {
+    for (bool sequence_parallel : {false, TestType::sequence_parallel}) {
       auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}});
       typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
@@ -169,10 +190,10 @@ TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives an
 }
 
 TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
-                   "[parallel][planner]", gpt_case, llama_case) {
+                   "[parallel][planner]", gpt_case, llama_case, residual_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::size_t const global = 4 * n;
-  bool const sequence_parallel = GENERATE(false, true);
+  bool const sequence_parallel = GENERATE(false, true) && TestType::sequence_parallel;
   auto const g = TestType::config(sequence_parallel);
   values const start = TestType::start();
   auto const description = std::make_shared<typename TestType::description const>(g);

@@ -1,8 +1,9 @@
-// A serial, double-precision reference Llama-style model: its forward pass
-// in plain loops over std::vector<double>, and every parameter's gradient by
-// central finite differences of that forward pass. It shares no code with
-// shardmesh (no Kokkos, no MPI, no BLAS, no hand-derived backward that could
-// repeat the library's derivation).
+// Serial, double-precision references of the Llama-style model and of the
+// tests' residual MLP (residual_mlp.hpp): forward passes in plain loops over
+// std::vector<double>, and every parameter's gradient by central finite
+// differences of the forward pass. They share no code with shardmesh (no
+// Kokkos, no MPI, no BLAS, no hand-derived backward that could repeat the
+// library's derivation).
 //
 // Dimension names: V vocabulary, T sequence, C hidden, H query heads, K
 // key/value heads (H / K query heads share one), D head size (even), F MLP
@@ -79,10 +80,10 @@ inline double uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t in
 }
 
 // Gains near 1, matrices of scale 1/sqrt(fan-in) (embeddings of scale 1).
-inline values init(config const& c, std::uint64_t seed) {
+inline values init(std::vector<std::pair<std::string, std::vector<std::size_t>>> const& shapes, std::uint64_t seed) {
   values out;
   std::uint64_t stream = 0;
-  for (auto const& [name, shape] : shapes(c)) {
+  for (auto const& [name, shape] : shapes) {
     std::size_t n = 1;
     for (std::size_t e : shape) n *= e;
     bool const gain = shape.size() == 1;
@@ -95,11 +96,17 @@ inline values init(config const& c, std::uint64_t seed) {
   return out;
 }
 
-inline std::vector<int> tokens(config const& c, std::uint64_t seed, std::uint64_t salt) {
-  std::vector<int> out(c.B * c.T);
+inline values init(config const& c, std::uint64_t seed) { return init(shapes(c), seed); }
+
+// count token ids below V.
+inline std::vector<int> tokens(std::size_t count, std::size_t V, std::uint64_t seed, std::uint64_t salt) {
+  std::vector<int> out(count);
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<int>((uniform(seed, 1000 + salt, i) + 0.5) * static_cast<double>(c.V)) % static_cast<int>(c.V);
+    out[i] = static_cast<int>((uniform(seed, 1000 + salt, i) + 0.5) * static_cast<double>(V)) % static_cast<int>(V);
   return out;
+}
+inline std::vector<int> tokens(config const& c, std::uint64_t seed, std::uint64_t salt) {
+  return tokens(c.B * c.T, c.V, seed, salt);
 }
 
 namespace detail {
@@ -173,6 +180,25 @@ struct forward_result {
   std::vector<double> logits;  // [B][T][V]
 };
 
+// The final RMS norm, the head and the mean cross-entropy over the targets that are not padding.
+inline forward_result head(std::vector<double> x, values const& p, std::vector<int> const& targets, std::size_t C,
+                           std::size_t V, double eps) {
+  detail::rms(x, p.at("lnf_g"), C, eps);
+  forward_result out{0, detail::product(x, p.at("whead"), C, V)};
+  std::size_t counted = 0;
+  for (std::size_t r = 0; r < targets.size(); ++r) {
+    if (targets[r] < 0) continue;
+    double top = -1e300;
+    for (std::size_t j = 0; j < V; ++j) top = std::max(top, out.logits[r * V + j]);
+    double sum = 0;
+    for (std::size_t j = 0; j < V; ++j) sum += std::exp(out.logits[r * V + j] - top);
+    out.loss += top + std::log(sum) - out.logits[r * V + static_cast<std::size_t>(targets[r])];
+    ++counted;
+  }
+  out.loss /= static_cast<double>(counted);
+  return out;
+}
+
 inline forward_result forward(config const& c, values const& p, std::vector<int> const& tokens,
                               std::vector<int> const& targets) {
   using namespace detail;
@@ -199,24 +225,12 @@ inline forward_result forward(config const& c, values const& p, std::vector<int>
     vec const m = product(gate, p.at(n + "w2"), c.F, c.C);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += m[i];
   }
-  rms(x, p.at("lnf_g"), c.C, c.eps);
-  forward_result out{0, product(x, p.at("whead"), c.C, c.V)};
-  std::size_t counted = 0;
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0) continue;
-    double top = -1e300;
-    for (std::size_t j = 0; j < c.V; ++j) top = std::max(top, out.logits[r * c.V + j]);
-    double sum = 0;
-    for (std::size_t j = 0; j < c.V; ++j) sum += std::exp(out.logits[r * c.V + j] - top);
-    out.loss += top + std::log(sum) - out.logits[r * c.V + static_cast<std::size_t>(targets[r])];
-    ++counted;
-  }
-  out.loss /= static_cast<double>(counted);
-  return out;
+  return head(x, p, targets, c.C, c.V, c.eps);
 }
 
-// Every parameter's gradient by central differences.
-inline values gradients(config const& c, values p, std::vector<int> const& tokens, std::vector<int> const& targets) {
+// Every parameter's gradient by central differences of loss(p).
+template <class Loss>
+values gradients(values p, Loss const& loss) {
   constexpr double h = 1e-5;
   values out;
   for (auto& [name, v] : p) {
@@ -225,9 +239,9 @@ inline values gradients(config const& c, values p, std::vector<int> const& token
     for (std::size_t i = 0; i < v.size(); ++i) {
       double const keep = v[i];
       v[i] = keep + h;
-      double const up = forward(c, p, tokens, targets).loss;
+      double const up = loss(p);
       v[i] = keep - h;
-      double const down = forward(c, p, tokens, targets).loss;
+      double const down = loss(p);
       v[i] = keep;
       g[i] = (up - down) / (2 * h);
     }
@@ -235,4 +249,51 @@ inline values gradients(config const& c, values p, std::vector<int> const& token
   return out;
 }
 
+inline values gradients(config const& c, values const& p, std::vector<int> const& tokens,
+                        std::vector<int> const& targets) {
+  return gradients(p, [&](values const& at) { return forward(c, at, tokens, targets).loss; });
+}
+
 }  // namespace shardmesh::test::llama_reference
+
+// The residual MLP: x = wte[tokens]; per block l, x = x + gelu(RMS(x; ln_g) w1) w2 with
+// gelu(m) = 0.5 m (1 + tanh(sqrt(2/pi) (m + 0.044715 m^3))), w1 [C][widths[l]]; then the Llama's head.
+namespace shardmesh::test::residual_reference {
+
+using llama_reference::values;
+
+struct config {
+  std::size_t V = 0, T = 0, C = 0, B = 0;
+  std::vector<std::size_t> widths;
+  double eps = 1e-5;
+};
+
+inline std::vector<std::pair<std::string, std::vector<std::size_t>>> shapes(config const& c) {
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> out{{"wte", {c.V, c.C}}};
+  for (std::size_t l = 0; l < c.widths.size(); ++l) {
+    std::string const p = "h" + std::to_string(l) + ".";
+    out.insert(out.end(), {{p + "ln_g", {c.C}}, {p + "w1", {c.C, c.widths[l]}}, {p + "w2", {c.widths[l], c.C}}});
+  }
+  out.insert(out.end(), {{"lnf_g", {c.C}}, {"whead", {c.C, c.V}}});
+  return out;
+}
+
+inline llama_reference::forward_result forward(config const& c, values const& p, std::vector<int> const& tokens,
+                                               std::vector<int> const& targets) {
+  using namespace llama_reference::detail;
+  std::vector<double> x(tokens.size() * c.C);
+  for (std::size_t r = 0; r < tokens.size(); ++r)
+    for (std::size_t j = 0; j < c.C; ++j) x[r * c.C + j] = p.at("wte")[static_cast<std::size_t>(tokens[r]) * c.C + j];
+  for (std::size_t l = 0; l < c.widths.size(); ++l) {
+    std::string const n = "h" + std::to_string(l) + ".";
+    std::vector<double> h = x;
+    rms(h, p.at(n + "ln_g"), c.C, c.eps);
+    std::vector<double> m = product(h, p.at(n + "w1"), c.C, c.widths[l]);
+    for (double& v : m) v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    std::vector<double> const y = product(m, p.at(n + "w2"), c.widths[l], c.C);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+  return llama_reference::head(std::move(x), p, targets, c.C, c.V, c.eps);
+}
+
+}  // namespace shardmesh::test::residual_reference

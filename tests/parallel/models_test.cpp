@@ -9,13 +9,17 @@
 //   pipeline schedule, AdamW with clipping and a warm-up and cosine
 //   learning rate: every step's loss and gradient norm and every parameter
 //   after three steps;
-// - bad sizes refused with an error naming the field, on every rank.
+// - bad sizes refused with an error naming the field, on every rank;
+// - the tests' own residual MLP (residual_mlp.hpp: blocks of MLP widths 6,
+//   15, 4 and 11, written with the public API alone) trained likewise
+//   through the trainer and pipelines against its serial reference.
 // The sizes split unevenly: a vocabulary of 19, 4 heads over 3 ranks, an
 // MLP of 10 over 3 or 4, key/value heads fewer than tp (held whole) or
 // split with tp. Tolerances: gpt_test.cpp's for one step (the same float
 // sums through 2 blocks), training_reference.hpp's for training.
 #include "mpi_test.hpp"
-#include "reference_llama.hpp"
+#include "reference_models.hpp"
+#include "residual_mlp.hpp"
 #include "training_reference.hpp"
 
 #include <shardmesh/models/llama.hpp>
@@ -33,6 +37,7 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -47,9 +52,9 @@ using parallel::zero_stage;
 namespace {
 
 using model = parallel::llama<float, host>;
-using trainer_type = parallel::trainer<model>;
 
 static_assert(parallel::trainable_model<model>);
+static_assert(parallel::trainable_model<test::residual::model<float, host>>);
 
 lr::config small(std::size_t kv_heads, std::size_t batch, std::size_t layers = 2) {
   return {.V = 19, .T = 5, .C = 8, .H = 4, .K = kv_heads, .D = 4, .F = 10, .L = layers, .B = batch};
@@ -128,36 +133,20 @@ constexpr std::size_t layers = 4;
 reference_schedule const factors{{0.5, 1.0, 0.6}, false};
 parallel::adamw const method{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1};
 
-batch batch_of(lr::config const& c, std::size_t step) {
-  return {lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
-}
-
-history reference(lr::config const& c, values const& start) {
-  std::set<std::string> decayed;
-  for (auto const& [name, shape] : lr::shapes(c))
-    if (shape.size() >= 2) decayed.insert(name);
-  history h;
-  if (test::world_rank() == 0)
-    h = train_serial(start, method, factors, decayed, [&](values const& p, std::size_t step) {
-      batch const b = batch_of(c, step);
-      return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
-    });
-  else
-    h.parameters = start;
-  return on_every_rank(std::move(h));
-}
-
-// The parameters this rank's stage holds after three steps, and every step's loss and norm.
-history train(setup const& su, lr::config const& c, values const& start) {
+// The parameters this rank's stage holds after three steps of a Model of `config`, and every step's loss and
+// norm; batch_of(step) gives a step's `samples` sequences.
+template <class Model>
+history train(setup const& su, typename Model::config_type const& config, values const& start, std::size_t samples,
+              std::function<batch(std::size_t)> const& batch_of) {
+  using trainer_type = parallel::trainer<Model>;
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
   device_mesh const stage = mesh.submesh({"dp", "tp"});
   std::size_t const s = mesh.coordinates()[1];
-  auto const parts = parallel::partition_layers(c.L, su.pp * su.chunks);
-  std::deque<model> chunks;  // trainers keep pointers to them
-  std::vector<model*> pointers;
+  auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
+  std::deque<Model> chunks;  // trainers keep pointers to them
+  std::vector<Model*> pointers;
   for (std::size_t k = 0; k < su.chunks; ++k) {
-    chunks.emplace_back(
-        stage, config_of(c), [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
+    chunks.emplace_back(stage, config, [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
     pointers.push_back(&chunks.back());
   }
   trainer_type train(pointers, mesh,
@@ -167,26 +156,68 @@ history train(setup const& su, lr::config const& c, values const& start) {
                       .clip_norm = clip,
                       .bucket_bytes = 512,
                       .schedule = su.schedule});
-  auto const accounting = parallel::batch_accounting::uneven(c.B, su.micro_batches, su.dp);
+  auto const accounting = parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp);
   history h;
   for (std::size_t step = 0; step < steps; ++step) {
-    batch const b = batch_of(c, step);
-    std::vector<trainer_type::micro_batch> micro;
+    batch const b = batch_of(step);
+    std::vector<typename trainer_type::micro_batch> micro;
     for (std::size_t a = 0; a < su.micro_batches; ++a) {
-      interval const samples = accounting.micro_step(a);
+      interval const part = accounting.micro_step(a);
       layout const& l = chunks.front().layouts().ids;
-      micro.push_back({rows(stage, l, b.tokens, samples, c.T), rows(stage, l, b.targets, samples, c.T)});
+      micro.push_back(
+          {rows(stage, l, b.tokens, part, config.sequence), rows(stage, l, b.targets, part, config.sequence)});
     }
     auto const r = train.step(micro);
     h.losses.push_back(r.loss);
     h.norms.push_back(r.grad_norm);
   }
-  for (model& chunk : chunks)
+  for (Model& chunk : chunks)
     chunk.for_each_parameter([&](std::string const& name, auto& p) {
       auto const g = gather(p.stored());
       h.parameters[name].assign(g.data(), g.data() + g.size());
     });
   return h;
+}
+
+// The training runs of the world's ranks: pp 1 with every ZeRO stage, pp 2 with every schedule (each with
+// another ZeRO stage), tp 1 and 2 where the ranks divide; 2 micro-batches.
+std::vector<setup> setups_of_world() {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<setup> out;
+  constexpr std::array stages{zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients,
+                              zero_stage::parameters};
+  for (std::size_t pp : {1, 2})
+    for (std::size_t tp : {1, 2}) {
+      if (n % (pp * tp) != 0) continue;
+      std::size_t const dp = n / (pp * tp);
+      if (pp == 1) {
+        for (zero_stage stage : stages) out.push_back({dp, 1, tp, schedule_kind::one_f_one_b, 1, stage, 2, {}});
+        continue;
+      }
+      std::size_t k = 0;
+      for (schedule_kind kind :
+           {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
+        out.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2, {}});
+    }
+  return out;
+}
+
+// Serial AdamW on loss_and_gradients(p, step), on world rank 0, sent to every rank.
+history reference(values const& start, std::set<std::string> const& decayed, step_gradients const& loss_and_gradients) {
+  history h;
+  if (test::world_rank() == 0)
+    h = train_serial(start, method, factors, decayed, loss_and_gradients);
+  else
+    h.parameters = start;
+  return on_every_rank(std::move(h));
+}
+
+// The names of the parameters of two or more dimensions: those weight decay applies to.
+std::set<std::string> matrices(std::vector<std::pair<std::string, std::vector<std::size_t>>> const& shapes) {
+  std::set<std::string> out;
+  for (auto const& [name, shape] : shapes)
+    if (shape.size() >= 2) out.insert(name);
+  return out;
 }
 
 // The reference's history with only the parameters `got` has: a stage holds some.
@@ -200,34 +231,47 @@ history restricted(history const& want, history const& got) {
 
 TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule equals serial AdamW",
           "[parallel][llama]") {
-  auto const n = static_cast<std::size_t>(test::world_size());
-  std::vector<setup> setups;
-  constexpr std::array stages{zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients,
-                              zero_stage::parameters};
-  for (std::size_t pp : {1, 2})
-    for (std::size_t tp : {1, 2}) {
-      if (n % (pp * tp) != 0) continue;
-      std::size_t const dp = n / (pp * tp);
-      if (pp == 1) {
-        for (zero_stage stage : stages) setups.push_back({dp, 1, tp, schedule_kind::one_f_one_b, 1, stage, 2, {}});
-        continue;
-      }
-      std::size_t k = 0;  // each schedule with another ZeRO stage
-      for (schedule_kind kind :
-           {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
-        setups.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2, {}});
-    }
   // One global batch of 4 samples everywhere (uneven over 4 replicas and 2 micro-batches); 1 and 2 key/value
   // heads in turn (tp = 2: held whole, and split).
+  std::vector<setup> const setups = setups_of_world();
   std::map<std::size_t, history> references;  // by key/value heads
   for (std::size_t i = 0; i < setups.size(); ++i) {
     std::size_t const kv = 1 + i % 2;
     lr::config const c = small(kv, 4, layers);
     values const start = lr::init(c, 5);
-    if (!references.contains(kv)) references.emplace(kv, reference(c, start));
+    auto const batch_of = [&](std::size_t step) {
+      return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
+    };
+    if (!references.contains(kv))
+      references.emplace(kv, reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
+                           batch const b = batch_of(step);
+                           return std::pair{lr::forward(c, p, b.tokens, b.targets).loss,
+                                            lr::gradients(c, p, b.tokens, b.targets)};
+                         }));
     INFO(describe(setups[i]) << ", " << kv << " key/value heads");
-    history const h = train(setups[i], c, start);
+    history const h = train<model>(setups[i], config_of(c), start, c.B, batch_of);
     require_close(h, restricted(references.at(kv), h), tolerance);
+  }
+}
+
+TEST_CASE("a model written only in the tests trains through the trainer and pipelines as its serial reference",
+          "[parallel][models]") {
+  namespace rr = test::residual_reference;
+  rr::config const c{.V = 19, .T = 5, .C = 8, .B = 4, .widths = {6, 15, 4, 11}};
+  test::residual::config const config{c.V, c.T, c.C, c.widths.size(), c.widths, c.eps, false};
+  values const start = lr::init(rr::shapes(c), 9);
+  auto const batch_of = [&](std::size_t step) {
+    return batch{lr::tokens(c.B * c.T, c.V, 13, 100 + step), lr::tokens(c.B * c.T, c.V, 13, 200 + step)};
+  };
+  history const want = reference(start, matrices(rr::shapes(c)), [&](values const& p, std::size_t step) {
+    batch const b = batch_of(step);
+    auto const loss = [&](values const& at) { return rr::forward(c, at, b.tokens, b.targets).loss; };
+    return std::pair{loss(p), lr::gradients(p, loss)};
+  });
+  for (setup const& s : setups_of_world()) {
+    INFO(describe(s));
+    history const h = train<test::residual::model<float, host>>(s, config, start, c.B, batch_of);
+    require_close(h, restricted(want, h), tolerance);
   }
 }
 
