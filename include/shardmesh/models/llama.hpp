@@ -50,25 +50,31 @@ struct llama_architecture {
     return {declared.template take<1>(name + "_g"), static_cast<T>(c.eps)};
   }
 
+  // Rotary, grouped-query attention from its declared parameters, named prefix + "wq" etc.
   template <class T, class MemorySpace>
-  static block<T, MemorySpace> make_block(declared_parameters<T, MemorySpace> const& declared, config const& c,
-                                          transformer_layouts const& layouts, std::string const& prefix) {
+  static attention<T, MemorySpace> make_attention(declared_parameters<T, MemorySpace> const& declared, config const& c,
+                                                  transformer_layouts const& layouts, std::string const& prefix) {
     using attn = attention<T, MemorySpace>;
-    using feed = swiglu_mlp<T, MemorySpace>;
     kv_layouts const kv = kv_projection_layouts(llama_sizes(c), declared.mesh().shape());
     auto const projection = [&](std::string const& name, layout const& out) {
       return typename attn::projection(declared.template take<3>(prefix + name), layouts.whole_rows, out);
     };
-    attn a(projection("wq", layouts.heads), projection("wk", kv.output), projection("wv", kv.output),
-           typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation),
-           c.rope_base);
+    return {projection("wq", layouts.heads), projection("wk", kv.output), projection("wv", kv.output),
+            typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation),
+            c.rope_base};
+  }
+
+  template <class T, class MemorySpace>
+  static block<T, MemorySpace> make_block(declared_parameters<T, MemorySpace> const& declared, config const& c,
+                                          transformer_layouts const& layouts, std::string const& prefix) {
+    using feed = swiglu_mlp<T, MemorySpace>;
     auto const up = [&](std::string const& name) {
       return typename feed::up(declared.template take<2>(prefix + name), layouts.whole_rows, layouts.features);
     };
     feed f(up("w1"), up("w3"),
            typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
-    return {make_norm(declared, c, prefix + "ln1"), std::move(a), make_norm(declared, c, prefix + "ln2"), std::move(f),
-            layouts.activation};
+    return {make_norm(declared, c, prefix + "ln1"), make_attention(declared, c, layouts, prefix),
+            make_norm(declared, c, prefix + "ln2"), std::move(f), layouts.activation};
   }
 };
 
