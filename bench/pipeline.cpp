@@ -87,9 +87,9 @@ void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
   parallel::pipeline_schedule transfers_only("p2p", 2, trips, 1, 0);
   for (std::size_t i = 0; i < trips && ours; ++i) {
     transfers_only.actions[0].insert(transfers_only.actions[0].end(),
-                                     {parallel::send_activation(i), parallel::receive_gradient(i)});
+                                     {parallel::actions::send_activation(i), parallel::actions::receive_gradient(i)});
     transfers_only.actions[1].insert(transfers_only.actions[1].end(),
-                                     {parallel::receive_activation(i), parallel::send_gradient(i)});
+                                     {parallel::actions::receive_activation(i), parallel::actions::send_gradient(i)});
   }
   std::optional<parallel::detail::stage_transfers<activation>> transfers;
   if (ours) transfers.emplace(pp, transfers_only, me, make, exec_type{});
@@ -109,11 +109,11 @@ void p2p_case(benchmark::State& state, std::size_t bytes, bool ours) {
   auto const round_trip = [&](std::size_t i) {
     if (ours) {
       if (me == 0) {
-        transfers->send(parallel::send_activation(i), out);
-        (void)transfers->receive(parallel::receive_gradient(i));
+        transfers->send(parallel::actions::send_activation(i), out);
+        (void)transfers->receive(parallel::actions::receive_gradient(i));
       } else {
-        (void)transfers->receive(parallel::receive_activation(i));
-        transfers->send(parallel::send_gradient(i), out);
+        (void)transfers->receive(parallel::actions::receive_activation(i));
+        transfers->send(parallel::actions::send_gradient(i), out);
       }
       return;  // its sends complete in its next waits, as the loop by hand's do in theirs
     }

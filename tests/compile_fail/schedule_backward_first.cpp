@@ -1,6 +1,7 @@
 #include <shardmesh/strategy/pipeline_simulation.hpp>
 
 using namespace shardmesh::parallel;
+using namespace shardmesh::parallel::actions;
 
 // The last stage runs micro-batch 0's backward before its forward.
 static_assert(check_schedule<[] {

@@ -1,6 +1,7 @@
 #include <shardmesh/strategy/pipeline_simulation.hpp>
 
 using namespace shardmesh::parallel;
+using namespace shardmesh::parallel::actions;
 
 // Stage 0 waits for micro-batch 0's gradient before sending the activation
 // stage 1 needs to make it: each waits for the other.

@@ -1,6 +1,7 @@
 #include <shardmesh/strategy/pipeline_simulation.hpp>
 
 using namespace shardmesh::parallel;
+using namespace shardmesh::parallel::actions;
 
 // Stage 0 forgets to send micro-batch 1's activation: stage 1 would wait for it forever.
 static_assert(check_schedule<[] {

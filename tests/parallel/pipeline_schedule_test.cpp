@@ -17,6 +17,7 @@
 
 using namespace shardmesh;
 using namespace shardmesh::parallel;
+using namespace shardmesh::parallel::actions;
 
 namespace {
 

@@ -163,12 +163,11 @@ struct line {
 
 }  // namespace
 
-std::string svg(request const& r, plan_report const& p, block_grid const& before, block_grid const& after) {
-  picture const left = measure(before);
-  picture const right = measure(after);
+namespace {
 
-  // The plan between the pictures: per step its collective, what a rank
-  // receives, and the layout it leaves.
+// The plan between the pictures: per step its collective, what a rank
+// receives, and the layout it leaves.
+std::vector<line> step_lines(request const& r, plan_report const& p) {
   std::vector<line> steps;
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     plan_step const& s = p.steps[i].step;
@@ -180,6 +179,33 @@ std::string svg(request const& r, plan_report const& p, block_grid const& before
     steps.push_back({"now " + std::string(to_string(r.mesh, s.after).view()), 11, "fill=\"#444\"", indent});
   }
   if (steps.empty()) steps.push_back({"no steps", 12, "font-weight=\"bold\""});
+  return steps;
+}
+
+// The blocks several ranks hold (drawn striped), and the notes that explain the pictures' marks.
+struct marks {
+  std::set<std::vector<std::size_t>> striped;
+  std::vector<std::string> notes;
+};
+marks marks_of(block_grid const& before, block_grid const& after) {
+  marks m;
+  bool any_partial = false;
+  for (block_grid const* g : {&before, &after})
+    for (block const& b : g->blocks) {
+      if (b.ranks().size() > 1) m.striped.insert(b.ranks());
+      any_partial = any_partial || b.partial;
+    }
+  if (!m.striped.empty()) m.notes.push_back("stripes: a block held by several ranks, in their colours");
+  if (any_partial) m.notes.push_back("dashed, P a+b: partial values, combined over the ranks joined by +");
+  return m;
+}
+
+}  // namespace
+
+std::string svg(request const& r, plan_report const& p, block_grid const& before, block_grid const& after) {
+  picture const left = measure(before);
+  picture const right = measure(after);
+  std::vector<line> const steps = step_lines(r, p);
   double middle = 180;
   for (line const& l : steps) middle = std::max(middle, l.indent + text_width(l.s, l.size) + 16);
   double const steps_height = 18 * static_cast<double>(steps.size()) + 24;
@@ -199,16 +225,7 @@ std::string svg(request const& r, plan_report const& p, block_grid const& before
     std::size_t const cut = s.find('\n');
     summary = {s.substr(0, cut), s.substr(cut + 1)};
   }
-  std::set<std::vector<std::size_t>> striped;
-  bool any_partial = false;
-  for (block_grid const* g : {&before, &after})
-    for (block const& b : g->blocks) {
-      if (b.ranks().size() > 1) striped.insert(b.ranks());
-      any_partial = any_partial || b.partial;
-    }
-  std::vector<std::string> notes;
-  if (!striped.empty()) notes.push_back("stripes: a block held by several ranks, in their colours");
-  if (any_partial) notes.push_back("dashed, P a+b: partial values, combined over the ranks joined by +");
+  auto const [striped, notes] = marks_of(before, after);
 
   double width = margin + left_width + gap + middle + gap + right_width + margin;
   for (std::string const& s : summary) width = std::max(width, 2 * margin + text_width(s, 12));

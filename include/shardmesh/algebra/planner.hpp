@@ -47,32 +47,36 @@ namespace detail {
 
 constexpr void append_axis(bound_dim& dim, std::size_t a) { dim.axes[dim.count++] = static_cast<unsigned char>(a); }
 
-// Calls visit(step) for every step that applies to `state` on the way to
-// `target`. A step's `after` is always a valid layout.
-template <class Visit>
-constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, bound_layout const& target,
-                             Visit&& visit) {
-  axis_set const all = axis_set::all(mesh.ndim);
-  axis_set trivial;  // axes of extent 1: normalized() drops them, no step needs them
-  for (std::size_t a = 0; a < mesh.ndim; ++a)
-    if (mesh.extent(a) == 1) trivial.insert(a);
-  axis_set const free = all - sharding_axes(state) - state.partial_axes - trivial;
-  auto const make = [&](step_kind kind, axis_set axes) {
+// What the generators of one kind of step read: the mesh, the state, the
+// target, every axis and the free ones (neither sharding nor partial, and
+// not of extent 1).
+struct step_context {
+  mesh_shape const& mesh;
+  bound_layout const& state;
+  bound_layout const& target;
+  axis_set all, free;
+
+  // A step of this kind over these axes, its `after` the state until the generator changes it.
+  [[nodiscard]] constexpr plan_step make(step_kind kind, axis_set axes) const {
     plan_step s;
     s.kind = kind;
     s.axes = axes;
     s.before = state;
     s.after = state;
     return s;
-  };
+  }
+};
 
-  // slice: a free axis refines a block dimension; or a dimension the target
-  // deals cyclically is dealt at once from replicated.
+// slice: a free axis refines a block dimension; or a dimension the target
+// deals cyclically is dealt at once from replicated.
+template <class Visit>
+constexpr void slice_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   for (std::size_t a = 0; a < mesh.ndim; ++a) {
     if (!free.contains(a)) continue;
     for (std::size_t d = 0; d < state.rank; ++d) {
       if (state.dims[d].dist != distribution::block) continue;
-      plan_step s = make(step_kind::slice, axis_set::of(a));
+      plan_step s = c.make(step_kind::slice, axis_set::of(a));
       s.to_dim = d;
       append_axis(s.after.dims[d], a);
       visit(s);
@@ -84,14 +88,18 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
     axis_set axes;
     for (std::size_t i = 0; i < want.count; ++i) axes.insert(want.axes[i]);
     if (!(axes - free).empty()) continue;
-    plan_step s = make(step_kind::slice, axes);
+    plan_step s = c.make(step_kind::slice, axes);
     s.to_dim = d;
     s.after.dims[d] = want;
     visit(s);
   }
+}
 
-  // all_gather: a suffix of each dimension's axes (the whole list for cyclic
-  // dimensions), at least one axis in all.
+// all_gather: a suffix of each dimension's axes (the whole list for cyclic
+// dimensions), at least one axis in all.
+template <class Visit>
+constexpr void all_gather_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   std::array<std::size_t, max_tensor_rank> cut{};
   while (true) {
     std::size_t d = 0;
@@ -105,7 +113,7 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
       cut[d] = 0;
     }
     if (d == state.rank) break;
-    plan_step s = make(step_kind::all_gather, {});
+    plan_step s = c.make(step_kind::all_gather, {});
     for (std::size_t e = 0; e < state.rank; ++e) {
       bound_dim& dim = s.after.dims[e];
       for (std::size_t i = dim.count - cut[e]; i < dim.count; ++i) s.axes.insert(dim.axes[i]);
@@ -114,15 +122,19 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
     }
     visit(s);
   }
+}
 
-  // all_to_all: a suffix of block dimension d0 moves to the end of block dimension d1.
+// all_to_all: a suffix of block dimension d0 moves to the end of block dimension d1.
+template <class Visit>
+constexpr void all_to_all_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   for (std::size_t d0 = 0; d0 < state.rank; ++d0) {
     bound_dim const& from = state.dims[d0];
     if (from.dist != distribution::block) continue;
     for (std::size_t k = 1; k <= from.count; ++k)
       for (std::size_t d1 = 0; d1 < state.rank; ++d1) {
         if (d1 == d0 || state.dims[d1].dist != distribution::block) continue;
-        plan_step s = make(step_kind::all_to_all, {});
+        plan_step s = c.make(step_kind::all_to_all, {});
         s.from_dim = d0;
         s.to_dim = d1;
         for (std::size_t i = from.count - k; i < from.count; ++i) {
@@ -133,12 +145,16 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
         visit(s);
       }
   }
+}
 
-  // all_reduce and reduce_scatter: any non-empty subset of the partial axes;
-  // reduce_scatter appends them to a block dimension in every order.
+// all_reduce and reduce_scatter: any non-empty subset of the partial axes;
+// reduce_scatter appends them to a block dimension in every order.
+template <class Visit>
+constexpr void reduce_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   unsigned const partial = state.partial_axes.bits;
   for (axis_set g{partial}; !g.empty(); g = {(g.bits - 1) & partial}) {  // every non-empty subset
-    plan_step reduce = make(step_kind::all_reduce, g);
+    plan_step reduce = c.make(step_kind::all_reduce, g);
     reduce.after.partial_axes -= g;
     visit(reduce);
     std::array<unsigned char, max_mesh_axes> order{};
@@ -148,7 +164,7 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
     do {
       for (std::size_t d = 0; d < state.rank; ++d) {
         if (state.dims[d].dist != distribution::block) continue;
-        plan_step s = make(step_kind::reduce_scatter, g);
+        plan_step s = c.make(step_kind::reduce_scatter, g);
         s.after.partial_axes -= g;
         s.to_dim = d;
         for (std::size_t i = 0; i < n; ++i) append_axis(s.after.dims[d], order[i]);
@@ -156,18 +172,26 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
       }
     } while (std::next_permutation(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n)));
   }
+}
 
-  // to_partial: a free axis the target is partial on.
+// to_partial: a free axis the target is partial on.
+template <class Visit>
+constexpr void to_partial_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   if (state.partial_axes.empty() || state.op == target.op)
     for (std::size_t a = 0; a < mesh.ndim; ++a) {
       if (!free.contains(a) || !target.partial_axes.contains(a)) continue;
-      plan_step s = make(step_kind::to_partial, axis_set::of(a));
+      plan_step s = c.make(step_kind::to_partial, axis_set::of(a));
       s.after.partial_axes.insert(a);
       s.after.op = target.op;
       visit(s);
     }
+}
 
-  // permute: two axes of equal extent and different roles swap them.
+// permute: two axes of equal extent and different roles swap them.
+template <class Visit>
+constexpr void permute_steps(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   for (std::size_t x = 0; x < mesh.ndim; ++x)
     for (std::size_t y = x + 1; y < mesh.ndim; ++y) {
       if (mesh.extent(x) != mesh.extent(y)) continue;
@@ -175,7 +199,7 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
       bool const both_partial = state.partial_axes.contains(x) && state.partial_axes.contains(y);
       if (both_free || both_partial) continue;
       axis_set const pair = axis_set::of(x) | axis_set::of(y);
-      plan_step s = make(step_kind::permute, pair);
+      plan_step s = c.make(step_kind::permute, pair);
       for (std::size_t d = 0; d < state.rank; ++d)
         for (std::size_t i = 0; i < state.dims[d].count; ++i) {
           auto& a = s.after.dims[d].axes[i];
@@ -186,17 +210,41 @@ constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, 
       if (state.partial_axes.contains(y)) s.after.partial_axes.insert(x);
       visit(s);
     }
+}
 
-  // all_to_all_v: straight to the target less its partial axes, moving
-  // exactly what each rank needs and does not hold. Generated last: on equal
-  // cost the structured collectives win.
+// all_to_all_v: straight to the target less its partial axes, moving
+// exactly what each rank needs and does not hold. Generated last: on equal
+// cost the structured collectives win.
+template <class Visit>
+constexpr void all_to_all_v_step(step_context const& c, Visit&& visit) {
+  auto const& [mesh, state, target, all, free] = c;
   if (state.partial_axes.empty()) {
-    plan_step s = make(step_kind::all_to_all_v, all);
+    plan_step s = c.make(step_kind::all_to_all_v, all);
     s.after = target;
     s.after.partial_axes = {};
     s.after.op = reduce_op::sum;
     if (!(s.after == state)) visit(s);
   }
+}
+
+// Calls visit(step) for every step that applies to `state` on the way to
+// `target`, kind by kind in this order (on equal cost the first found
+// wins). A step's `after` is always a valid layout.
+template <class Visit>
+constexpr void for_each_step(mesh_shape const& mesh, bound_layout const& state, bound_layout const& target,
+                             Visit&& visit) {
+  axis_set const all = axis_set::all(mesh.ndim);
+  axis_set trivial;  // axes of extent 1: normalized() drops them, no step needs them
+  for (std::size_t a = 0; a < mesh.ndim; ++a)
+    if (mesh.extent(a) == 1) trivial.insert(a);
+  step_context const c{mesh, state, target, all, all - sharding_axes(state) - state.partial_axes - trivial};
+  slice_steps(c, visit);
+  all_gather_steps(c, visit);
+  all_to_all_steps(c, visit);
+  reduce_steps(c, visit);
+  to_partial_steps(c, visit);
+  permute_steps(c, visit);
+  all_to_all_v_step(c, visit);
 }
 
 // The canonical form of a layout, so that layouts that place every element

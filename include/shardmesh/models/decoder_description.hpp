@@ -32,6 +32,7 @@
 #include "shardmesh/models/decoder_stages.hpp"
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/plan/stage_work.hpp"
+#include "shardmesh/strategy/table_gradient.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 
 #include <array>
@@ -218,19 +219,12 @@ struct kv_layouts {
   if (stage == 0) {
     out.push_back(reduce);  // the vocabulary-parallel lookup
     // The token table's gradient, onehot^T dX, as embedding.hpp plans it.
-    static constexpr contraction table_gradient = parse_contraction("btv,btc->vc");
-    bound_layout onehot = b(L.ids);
-    onehot.rank = 3;
-    onehot.dims[2] = bound_dim{};
-    bound_layout const want = gradient(L.vocabulary);
-    std::array<std::size_t, 3> const eo{samples, c.sequence, c.vocabulary}, ex{samples, c.sequence, c.hidden};
-    op_layouts const plan = plan_product(mesh, table_gradient, onehot, b(L.activation), eo, ex, &want);
-    bound_layout ids_rows = plan.a;
-    ids_rows.rank = 2;
-    ids_rows.partial_axes = {};
+    op_layouts const plan = plan_table_gradient(mesh, b(L.ids), b(L.activation), {samples, c.sequence, c.vocabulary},
+                                                {samples, c.sequence, c.hidden}, gradient(L.vocabulary));
+    bound_layout const ids_rows = table_gradient_ids(plan);
     out.push_back({true, rows, b(L.ids), ids_rows, sizeof(int)});
     out.push_back({true, act, b(L.activation), plan.b});
-    out.push_back({true, {c.vocabulary, c.hidden}, plan.c, want});
+    out.push_back({true, {c.vocabulary, c.hidden}, plan.c, gradient(L.vocabulary)});
     if (c.positions) {  // the position table's: dX summed over the batch, in dX's placement of the sequence
       bound_layout summed = b(L.activation);
       summed.rank = 2;

@@ -20,6 +20,7 @@
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/embedding.hpp"
 #include "shardmesh/ops/reduction.hpp"
+#include "shardmesh/strategy/table_gradient.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <array>
@@ -93,20 +94,17 @@ class embedding {
   // gradients (at once, or when a zero-bubble pipeline's W does).
   void backward(activation const& dx, exec_type const& exec = {}) {
     device_mesh const& mesh = dx.mesh();
-    // dwte = onehot^T . dx, planned like any product (gather dx, or reduce the table's gradient).
+    // dwte = onehot^T . dx, planned like any product (strategy/table_gradient.hpp).
     std::array<std::size_t, 3> const eo{ids_.global_extents()[0], ids_.global_extents()[1],
                                         wte_.value().global_extents()[0]};
-    bound_layout const onehot = one_hot_layout(ids_.bound(), bound_dim{});
+    std::array<std::size_t, 3> const ex{dx.global_extents()[0], dx.global_extents()[1], dx.global_extents()[2]};
+    std::array<std::size_t, 2> const table_extents{eo[2], ex[2]};
     bound_layout const want = bind(mesh.shape(), wte_.accumulation_layout());
     ops::op_key key("embedding backward");
-    key.operand(mesh.shape(), onehot, eo).operand(dx);
-    op_layouts const plan = ops::planned(mesh, key, [&] {
-      return plan_product(mesh.shape(), gradient, onehot, dx.bound(), eo,
-                          std::span<std::size_t const>(dx.global_extents().data(), 3), &want);
-    });
-    bound_layout rows = plan.a;  // the ids placed like the one-hot's [b, t]
-    rows.rank = 2;
-    rows.partial_axes = {};
+    key.operand(mesh.shape(), ids_.bound(), eo).operand(dx).operand(mesh.shape(), want, table_extents);
+    op_layouts const plan = ops::planned(
+        mesh, key, [&] { return plan_table_gradient(mesh.shape(), ids_.bound(), dx.bound(), eo, ex, want); });
+    bound_layout const rows = table_gradient_ids(plan);
     tensor_index const shape{wte_.value().global_extents()[0], wte_.value().global_extents()[1]};
     std::size_t const first =
         block_interval(mesh.shape(), plan.a.dims[2], eo[2], mesh.coordinates()).begin;  // this rank's vocabulary
@@ -125,14 +123,7 @@ class embedding {
 
  private:
   static constexpr contraction lookup = parse_contraction("btv,vc->btc");
-  static constexpr contraction gradient = parse_contraction("btv,btc->vc");
 
-  static bound_layout one_hot_layout(bound_layout const& ids, bound_dim const& vocabulary) {
-    bound_layout l = ids;
-    l.rank = 3;
-    l.dims[2] = vocabulary;
-    return l;
-  }
   static std::size_t first_row(dynamic_dtensor<T, 2, MemorySpace> const& w) {
     return block_interval(w.mesh().shape(), w.bound().dims[0], w.global_extents()[0], w.mesh().coordinates()).begin;
   }

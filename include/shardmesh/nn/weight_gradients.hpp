@@ -41,7 +41,7 @@ inline void weight_gradient(device_mesh const& mesh, std::function<void()> work)
 }
 
 // Runs and empties a queue, in the order the work was queued.
-inline void run(weight_gradient_queue& queue) {
+inline void run_weight_gradients(weight_gradient_queue& queue) {
   for (auto& work : queue) work();
   queue.clear();
 }

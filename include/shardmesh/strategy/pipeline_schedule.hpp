@@ -65,11 +65,15 @@ struct pipeline_action {
   friend constexpr bool operator==(pipeline_action const&, pipeline_action const&) = default;
 };
 
-// forward(i, c), backward(i, c), ...: the action of that kind on micro-batch i, chunk c (0 by default).
+// actions::forward(i, c), actions::backward(i, c), ...: the action of that
+// kind on micro-batch i, chunk c (0 by default). In their own namespace:
+// `using namespace shardmesh::parallel::actions;` where schedules are
+// written out.
 template <pipeline_op Op>
 struct action_of {
   constexpr pipeline_action operator()(std::size_t micro, std::size_t chunk = 0) const { return {Op, micro, chunk}; }
 };
+namespace actions {
 inline constexpr action_of<pipeline_op::forward> forward{};
 inline constexpr action_of<pipeline_op::backward> backward{};
 inline constexpr action_of<pipeline_op::backward_input> backward_input{};
@@ -78,6 +82,7 @@ inline constexpr action_of<pipeline_op::send_activation> send_activation{};
 inline constexpr action_of<pipeline_op::receive_activation> receive_activation{};
 inline constexpr action_of<pipeline_op::send_gradient> send_gradient{};
 inline constexpr action_of<pipeline_op::receive_gradient> receive_gradient{};
+}  // namespace actions
 
 // "forward of micro-batch 2, chunk 0"
 [[nodiscard]] constexpr fixed_text describe(pipeline_action const& a) {
@@ -141,11 +146,11 @@ constexpr void add_with_transfers(pipeline_schedule& s, std::size_t stage, pipel
   std::size_t const vs = s.virtual_stage(stage, a.chunk), last = s.virtual_stages() - 1;
   auto& out = s.actions[stage];
   bool const input_gradient = a.op == pipeline_op::backward || a.op == pipeline_op::backward_input;
-  if (a.op == pipeline_op::forward && vs > 0) out.push_back(receive_activation(a.micro, a.chunk));
-  if (input_gradient && vs < last) out.push_back(receive_gradient(a.micro, a.chunk));
+  if (a.op == pipeline_op::forward && vs > 0) out.push_back(actions::receive_activation(a.micro, a.chunk));
+  if (input_gradient && vs < last) out.push_back(actions::receive_gradient(a.micro, a.chunk));
   out.push_back(a);
-  if (a.op == pipeline_op::forward && vs < last) out.push_back(send_activation(a.micro, a.chunk));
-  if (input_gradient && vs > 0) out.push_back(send_gradient(a.micro, a.chunk));
+  if (a.op == pipeline_op::forward && vs < last) out.push_back(actions::send_activation(a.micro, a.chunk));
+  if (input_gradient && vs > 0) out.push_back(actions::send_gradient(a.micro, a.chunk));
 }
 
 // 1F1B over a sequence of n forward and n backward actions per stage:
@@ -168,8 +173,8 @@ constexpr void one_forward_one_backward(pipeline_schedule& s, std::size_t stage,
   detail::check_schedulable(schedule_kind::gpipe, p, m, 1);
   pipeline_schedule s("gpipe", p, m, 1, m);
   for (std::size_t stage = 0; stage < p; ++stage) {
-    for (std::size_t i = 0; i < m; ++i) detail::add_with_transfers(s, stage, forward(i));
-    for (std::size_t i = 0; i < m; ++i) detail::add_with_transfers(s, stage, backward(i));
+    for (std::size_t i = 0; i < m; ++i) detail::add_with_transfers(s, stage, actions::forward(i));
+    for (std::size_t i = 0; i < m; ++i) detail::add_with_transfers(s, stage, actions::backward(i));
   }
   return s;
 }
@@ -179,8 +184,8 @@ constexpr void one_forward_one_backward(pipeline_schedule& s, std::size_t stage,
   pipeline_schedule s("1f1b", p, m, 1, std::min(p, m));
   for (std::size_t stage = 0; stage < p; ++stage)
     detail::one_forward_one_backward(
-        s, stage, m, std::min(p - stage - 1, m), [](std::size_t i) { return forward(i); },
-        [](std::size_t i) { return backward(i); });
+        s, stage, m, std::min(p - stage - 1, m), [](std::size_t i) { return actions::forward(i); },
+        [](std::size_t i) { return actions::backward(i); });
   return s;
 }
 
@@ -197,8 +202,8 @@ constexpr void one_forward_one_backward(pipeline_schedule& s, std::size_t stage,
   auto const micro = [=](std::size_t k) { return k / (p * v) * p + k % p; };
   for (std::size_t stage = 0; stage < p; ++stage)
     detail::one_forward_one_backward(
-        s, stage, n, warmup(stage), [&](std::size_t k) { return forward(micro(k), k / p % v); },
-        [&](std::size_t k) { return backward(micro(k), v - 1 - k / p % v); });
+        s, stage, n, warmup(stage), [&](std::size_t k) { return actions::forward(micro(k), k / p % v); },
+        [&](std::size_t k) { return actions::backward(micro(k), v - 1 - k / p % v); });
   return s;
 }
 
@@ -223,12 +228,12 @@ constexpr void one_forward_one_backward(pipeline_schedule& s, std::size_t stage,
       bool const input_ready = f[stage] < m && (stage == 0 || input_at[stage][f[stage]] <= t);
       if (gradient_ready) {
         if (stage > 0) gradient_at[stage - 1][b[stage]] = t + 1;
-        detail::add_with_transfers(s, stage, backward_input(b[stage]++));
+        detail::add_with_transfers(s, stage, actions::backward_input(b[stage]++));
       } else if (input_ready && f[stage] - b[stage] < p - stage && f[stage] - w[stage] < 2 * p - stage - 1) {
         if (stage + 1 < p) input_at[stage + 1][f[stage]] = t + 1;
-        detail::add_with_transfers(s, stage, forward(f[stage]++));
+        detail::add_with_transfers(s, stage, actions::forward(f[stage]++));
       } else if (w[stage] < b[stage]) {
-        detail::add_with_transfers(s, stage, backward_weight(w[stage]++));
+        detail::add_with_transfers(s, stage, actions::backward_weight(w[stage]++));
         if (w[stage] == m) ++finished;
       } else {
         continue;

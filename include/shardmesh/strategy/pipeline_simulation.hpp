@@ -147,7 +147,7 @@ class schedule_walk {
         }
       }
       for (std::size_t c = 0; c < done.size(); ++c) {
-        pipeline_action const a = forward(c / s_.chunks, c % s_.chunks);
+        pipeline_action const a = actions::forward(c / s_.chunks, c % s_.chunks);
         chunk_progress const& d = done[c];
         if (!d.forward) return missing(stage, a, "forward");
         if (!d.input_gradient) return missing(stage, a, "backward");

@@ -444,7 +444,7 @@ class trainer {
         }
         case pipeline_op::backward_weight:
           phases.begin();
-          run(f.weights);
+          run_weight_gradients(f.weights);
           if (k == last_gradient_[a.chunk])  // the chunk's gradients are complete
             for (std::size_t st : chunk_stages_[a.chunk]) start_buckets_ready_at(st);
           phases.end(1);
