@@ -313,6 +313,25 @@ class schedule_walk {
   return r;
 }
 
+namespace detail {
+
+// Each stage's rate while the stages with work left compute: 1 over the
+// most computing ranks on any of its cores (load: ranks computing per core).
+constexpr void share_cores(std::vector<std::vector<std::size_t>> const& cores, std::vector<double> const& left,
+                           std::vector<std::size_t>& load, std::vector<double>& rate) {
+  std::ranges::fill(load, std::size_t{0});
+  for (std::size_t stage = 0; stage < cores.size(); ++stage)
+    if (left[stage] > 0)
+      for (std::size_t c : cores[stage]) ++load[c];
+  for (std::size_t stage = 0; stage < cores.size(); ++stage) {
+    std::size_t most = 1;
+    for (std::size_t c : cores[stage]) most = std::max(most, load[c]);
+    rate[stage] = 1 / static_cast<double>(most);
+  }
+}
+
+}  // namespace detail
+
 // The event simulation of a valid schedule whose stages' ranks run on
 // cores they may share: cores[s] holds the core of each of stage s's
 // ranks. A core computing for n ranks at once gives each 1/n of its time,
@@ -373,17 +392,10 @@ class schedule_walk {
       }
     }
     if (computing == 0 && wake < 0) break;  // done, or waiting forever
-    std::ranges::fill(load, std::size_t{0});
-    for (std::size_t stage = 0; stage < p; ++stage)
-      if (left[stage] > 0)
-        for (std::size_t c : cores[stage]) ++load[c];
+    detail::share_cores(cores, left, load, rate);
     double step = wake < 0 ? -1 : wake - now;
-    for (std::size_t stage = 0; stage < p; ++stage) {
-      std::size_t most = 1;
-      for (std::size_t c : cores[stage]) most = std::max(most, load[c]);
-      rate[stage] = 1 / static_cast<double>(most);
+    for (std::size_t stage = 0; stage < p; ++stage)
       if (left[stage] > 0 && (step < 0 || left[stage] / rate[stage] < step)) step = left[stage] / rate[stage];
-    }
     now += step;
     for (std::size_t stage = 0; stage < p; ++stage) {
       if (left[stage] == idle) continue;

@@ -52,6 +52,51 @@ KOKKOS_FUNCTION T reduction_identity(reduce_op op) {
   return T{};  // no max or min for other types: validation refuses them
 }
 
+// The pieces of `in` packed into `packed`, in order.
+template <class ExecutionSpace, class T, class MemorySpace>
+void pack_pieces(ExecutionSpace const& exec, device_pieces<MemorySpace> const& pieces, Kokkos::View<T*, MemorySpace> in,
+                 Kokkos::View<T*, MemorySpace> packed) {
+  transfer(exec, pieces, Kokkos::View<T const*, MemorySpace>(in), addressing::indexed, packed, addressing::packed);
+}
+
+// What unpacks `packed` into the pieces of `out` once the collective has filled it.
+template <class ExecutionSpace, class T, class MemorySpace>
+std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<MemorySpace> const& pieces,
+                                Kokkos::View<T*, MemorySpace> packed, Kokkos::View<T*, MemorySpace> out) {
+  return [exec, pieces, packed, out] {
+    transfer(exec, pieces, Kokkos::View<T const*, MemorySpace>(packed), addressing::packed, out, addressing::indexed);
+  };
+}
+
+// An all_to_all or all_to_all_v step: the piece this rank keeps copied, the
+// rest packed unless it lies in place, exchanged, and unpacked once done
+// unless it was received in place.
+template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
+step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& group, Prepared const& p,
+                                workspace<MemorySpace>& pool, Kokkos::View<T*, MemorySpace> in,
+                                Kokkos::View<T*, MemorySpace> out, completion when) {
+  using view = Kokkos::View<T*, MemorySpace>;
+  transfer(exec, p->own, Kokkos::View<T const*, MemorySpace>(in), addressing::indexed, out, addressing::indexed);
+  std::shared_ptr<typename workspace<MemorySpace>::lease> send_buffer, recv_buffer;
+  view send = in;
+  view recv = out;
+  if (!p->send_in_place) {
+    send_buffer = pool.acquire(p->sends.total * sizeof(T));
+    send = send_buffer->template as<T>(p->sends.total);
+    pack_pieces(exec, p->sends, in, send);
+  }
+  if (!p->recv_in_place) {
+    recv_buffer = pool.acquire(p->receives.total * sizeof(T));
+    recv = recv_buffer->template as<T>(p->receives.total);
+  }
+  exec.fence("shardmesh::redistribute");
+  request pending =
+      iall_to_all_v(group, send, p->send_counts, p->send_offsets, recv, p->recv_counts, p->recv_offsets, when, exec);
+  if (p->recv_in_place) return {std::move(pending), [send_buffer] {}};
+  return {std::move(pending),
+          [unpack = unpacking(exec, p->receives, recv, out), p, send_buffer, recv_buffer] { unpack(); }};
+}
+
 // Starts step s on the instance exec: `in` is this rank's shard under
 // s.before (perhaps still being written by a kernel on exec), `out`
 // (allocated by the caller) receives its shard under s.after. With
@@ -68,14 +113,6 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
   // Only communicating steps ask for their group (made on first use, collectively).
   auto const group = [&]() -> communicator const& { return mesh.group(p->group_axes); };
   auto const ready = [&] { exec.fence("shardmesh::redistribute"); };
-  auto const pack = [&](device_pieces<MemorySpace> const& pieces, view packed) {
-    transfer(exec, pieces, const_view(in), addressing::indexed, packed, addressing::packed);
-  };
-  auto const unpack_later = [&](device_pieces<MemorySpace> const& pieces, view packed) {
-    return [exec, pieces, packed, out] {
-      transfer(exec, pieces, const_view(packed), addressing::packed, out, addressing::indexed);
-    };
-  };
 
   switch (s.kind) {
     case step_kind::slice:
@@ -107,7 +144,7 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
       if (p->recv_in_place) return {gather(out), {}};
       auto const recv = pool.acquire(p->receives.total * sizeof(T));
       view const packed = recv->template as<T>(p->receives.total);
-      return {gather(packed), [unpack = unpack_later(p->receives, packed), p, recv] { unpack(); }};
+      return {gather(packed), [unpack = unpacking(exec, p->receives, packed, out), p, recv] { unpack(); }};
     }
     case step_kind::reduce_scatter: {
       // Likewise, the block form where every member's block is equal.
@@ -121,32 +158,12 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
       }
       auto const send = pool.acquire(p->sends.total * sizeof(T));
       view const packed = send->template as<T>(p->sends.total);
-      pack(p->sends, packed);
+      pack_pieces(exec, p->sends, in, packed);
       ready();
       return {scatter(packed), [send] {}};
     }
     case step_kind::all_to_all:
-    case step_kind::all_to_all_v: {
-      transfer(exec, p->own, const_view(in), addressing::indexed, out, addressing::indexed);
-      std::shared_ptr<typename workspace<MemorySpace>::lease> send_buffer, recv_buffer;
-      view send = in;
-      view recv = out;
-      if (!p->send_in_place) {
-        send_buffer = pool.acquire(p->sends.total * sizeof(T));
-        send = send_buffer->template as<T>(p->sends.total);
-        pack(p->sends, send);
-      }
-      if (!p->recv_in_place) {
-        recv_buffer = pool.acquire(p->receives.total * sizeof(T));
-        recv = recv_buffer->template as<T>(p->receives.total);
-      }
-      ready();
-      request pending = iall_to_all_v(group(), send, p->send_counts, p->send_offsets, recv, p->recv_counts,
-                                      p->recv_offsets, when, exec);
-      if (p->recv_in_place) return {std::move(pending), [send_buffer] {}};
-      return {std::move(pending),
-              [unpack = unpack_later(p->receives, recv), p, send_buffer, recv_buffer] { unpack(); }};
-    }
+    case step_kind::all_to_all_v: return start_all_to_all(exec, group(), p, pool, in, out, when);
   }
   return {};
 }
