@@ -9,9 +9,11 @@
 #include <shardmesh/ops/local/elementwise.hpp>
 #include <shardmesh/ops/local/gelu.hpp>
 #include <shardmesh/ops/local/layer_norm.hpp>
+#include <shardmesh/ops/local/optimizer.hpp>
 #include <shardmesh/ops/local/reduce.hpp>
 #include <shardmesh/ops/local/reshape.hpp>
 #include <shardmesh/ops/local/softmax.hpp>
+#include <shardmesh/train/update_rules.hpp>
 
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -228,6 +230,76 @@ constexpr reduce_op all_ops[] = {reduce_op::sum, reduce_op::max, reduce_op::min,
 constexpr causal_mask masks[] = {{3, 2, 1}, {3, 0, 2}, {4, 5, 3}};
 
 }  // namespace
+
+// Element steps with no state and with three state values.
+template <class T>
+struct halve_gradient_step {
+  KOKKOS_FUNCTION void operator()(T& p, T g, T*) const { p -= g / 2; }
+};
+template <class T>
+struct three_states_step {
+  KOKKOS_FUNCTION void operator()(T& p, T g, T* s) const {
+    s[0] += g;
+    s[1] = 2 * s[0];
+    s[2] = p;
+    p += s[1];
+  }
+};
+
+TEMPLATE_TEST_CASE("apply_update runs an element step on every element with its state, the gradient scaled",
+                   "[ops][local][optimizer]", float, double) {
+  using T = TestType;
+  auto const instances = two_instances();
+  space const& exec = instances[1];
+  for (std::size_t size : odd_sizes) {
+    CAPTURE(size);
+    values const p = randoms<T>(size, 1), g = randoms<T>(size, 2), s0 = randoms<T>(size, 3);
+    auto const pd = to_device<T>(p), gd = to_device<T>(g);
+    apply_update(exec, halve_gradient_step<T>{}, pd, gd, Kokkos::Array<device_vector<T>, 0>{}, 3.0);
+    values want(size);
+    for (std::size_t i = 0; i < size; ++i) want[i] = p[i] - 3 * g[i] / 2;
+    CHECK(first_miss(to_host(exec, pd), want, tolerance<T>) == "");
+
+    auto const qd = to_device<T>(p);
+    Kokkos::Array<device_vector<T>, 3> state{to_device<T>(s0), device_vector<T>("s1", size),
+                                             device_vector<T>("s2", size)};
+    apply_update(exec, three_states_step<T>{}, qd, gd, state, 0.5);
+    values want_p(size), want_s0(size), want_s1(size);
+    for (std::size_t i = 0; i < size; ++i) {
+      want_s0[i] = s0[i] + 0.5 * g[i];
+      want_s1[i] = 2 * want_s0[i];
+      want_p[i] = p[i] + want_s1[i];
+    }
+    CHECK(first_miss(to_host(exec, qd), want_p, tolerance<T>) == "");
+    CHECK(first_miss(to_host(exec, state[0]), want_s0, tolerance<T>) == "");
+    CHECK(first_miss(to_host(exec, state[1]), want_s1, tolerance<T>) == "");
+    CHECK(first_miss(to_host(exec, state[2]), p, tolerance<T>) == "");
+  }
+  device_vector<T> const short_state("short", 2), p("p", 3), g("g", 3);
+  CHECK_THROWS_AS(
+      apply_update(exec, three_states_step<T>{}, p, g, Kokkos::Array<device_vector<T>, 3>{short_state, p, p}, 1.0),
+      local_extents_error);
+}
+
+TEMPLATE_TEST_CASE("AdamW's element step at update t follows its formula", "[ops][local][optimizer]", float, double) {
+  using T = TestType;
+  auto const instances = two_instances();
+  space const& exec = instances[1];
+  shardmesh::parallel::adamw const rule{.lr = 0.1, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-3, .weight_decay = 0.2};
+  std::size_t const size = 17, t = 3;
+  values const p = randoms<T>(size, 1), g = randoms<T>(size, 2), m = randoms<T>(size, 3),
+               v0 = randoms<T>(size, 4, 0, 1);
+  auto const pd = to_device<T>(p);
+  Kokkos::Array<device_vector<T>, 2> state{to_device<T>(m), to_device<T>(v0)};
+  apply_update(exec, rule.at<T>(t), pd, to_device<T>(g), state, 1.0);
+  values want(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    double const m1 = 0.8 * m[i] + 0.2 * g[i], v1 = 0.9 * v0[i] + 0.1 * g[i] * g[i];
+    double const mhat = m1 / (1 - std::pow(0.8, 3)), vhat = v1 / (1 - std::pow(0.9, 3));
+    want[i] = p[i] - 0.1 * (0.2 * p[i] + mhat / (std::sqrt(vhat) + 1e-3));
+  }
+  CHECK(first_miss(to_host(exec, pd), want, tolerance<T>) == "");
+}
 
 TEMPLATE_TEST_CASE("gelu follows its tanh formula", "[ops][local][gelu]", float, double) {
   using T = TestType;

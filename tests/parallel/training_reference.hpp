@@ -3,6 +3,7 @@
 // whole global batch for a few steps with its own optimizers (written here
 // from their definitions) and global-norm clipping, the batches of each
 // step, and the comparison of a distributed run's history against it.
+// Beside SGD and AdamW, Adagrad stands for a user's own update rule.
 //
 // Tolerance. After three steps the parameters agree within 1e-5 absolute
 // (they are O(1)). The float gradients carry absolute rounding errors dg of
@@ -65,6 +66,38 @@ struct reference_schedule {
   bool decay_vectors = false;
 };
 
+// A user's own update rule, written as a user would against
+// update_rule.hpp: PyTorch's Adagrad (L2 decay added to the gradient, no
+// learning-rate decay, a zero initial accumulator):
+//   d = g + decay p;  s += d^2;  p -= lr d / (sqrt(s) + eps).
+struct adagrad {
+  double lr = 0.01;
+  double eps = 1e-10;
+  double weight_decay = 0;
+
+  static constexpr std::size_t state_tensors = 1;
+
+  [[nodiscard]] std::string error() const {
+    return parallel::hyperparameter::positive(lr) ? std::string{}
+                                                  : parallel::hyperparameter::error("lr", lr, "positive");
+  }
+
+  template <class T>
+  struct step {
+    T lr, eps, decay;
+    KOKKOS_FUNCTION void operator()(T& p, T g, T* sum) const {
+      T const d = g + decay * p;
+      sum[0] += d * d;
+      p -= lr * d / (Kokkos::sqrt(sum[0]) + eps);
+    }
+  };
+
+  template <class T>
+  [[nodiscard]] step<T> at(std::size_t) const {
+    return {static_cast<T>(lr), static_cast<T>(eps), static_cast<T>(weight_decay)};
+  }
+};
+
 // The serial optimizers, written from their definitions.
 struct reference_optimizer {
   parallel::optimizer method;
@@ -82,16 +115,20 @@ struct reference_optimizer {
       std::vector<double> const& grad = g.at(name);
       for (std::size_t i = 0; i < w.size(); ++i) {
         double const d = scale * grad[i];
-        if (auto const* s = std::get_if<parallel::sgd>(&method)) {
+        if (auto const* s = method.target<parallel::sgd>()) {
           m1[i] = s->momentum * m1[i] + d + decay_factor * s->weight_decay * w[i];
           w[i] -= lr_factor * s->lr * m1[i];
+        } else if (auto const* a = method.target<parallel::adamw>()) {
+          m1[i] = a->beta1 * m1[i] + (1 - a->beta1) * d;
+          m2[i] = a->beta2 * m2[i] + (1 - a->beta2) * d * d;
+          double const mhat = m1[i] / (1 - std::pow(a->beta1, static_cast<double>(t)));
+          double const vhat = m2[i] / (1 - std::pow(a->beta2, static_cast<double>(t)));
+          w[i] -= lr_factor * a->lr * (decay_factor * a->weight_decay * w[i] + mhat / (std::sqrt(vhat) + a->eps));
         } else {
-          auto const& a = std::get<parallel::adamw>(method);
-          m1[i] = a.beta1 * m1[i] + (1 - a.beta1) * d;
-          m2[i] = a.beta2 * m2[i] + (1 - a.beta2) * d * d;
-          double const mhat = m1[i] / (1 - std::pow(a.beta1, static_cast<double>(t)));
-          double const vhat = m2[i] / (1 - std::pow(a.beta2, static_cast<double>(t)));
-          w[i] -= lr_factor * a.lr * (decay_factor * a.weight_decay * w[i] + mhat / (std::sqrt(vhat) + a.eps));
+          auto const& r = *method.target<adagrad>();
+          double const decayed_d = d + decay_factor * r.weight_decay * w[i];
+          m1[i] += decayed_d * decayed_d;
+          w[i] -= lr_factor * r.lr * decayed_d / (std::sqrt(m1[i]) + r.eps);
         }
       }
     }

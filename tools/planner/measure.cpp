@@ -17,6 +17,7 @@
 #include <shardmesh/runtime/device_mesh.hpp>
 #include <shardmesh/tensor/distribute.hpp>
 #include <shardmesh/tensor/redistribute.hpp>
+#include <shardmesh/train/update_rules.hpp>
 
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
@@ -188,7 +189,9 @@ std::vector<kernel_series> measure_kernels(communicator const& world, calibratio
           case kernel_kind::embedding_forward: ops::local::embedding_forward(exec{}, ids, table, 0, y); break;
           case kernel_kind::embedding_backward: ops::local::embedding_backward(exec{}, ids, dy, 0, table); break;
           case kernel_kind::adamw:
-            ops::local::adamw(exec{}, flat_y, flat_dy, moment, second, 1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 1);
+            ops::local::apply_update(exec{},
+                                     parallel::adamw{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1}.at<float>(1),
+                                     flat_y, flat_dy, Kokkos::Array<view, 2>{moment, second}, 1.0);
             break;
         }
         exec{}.fence();

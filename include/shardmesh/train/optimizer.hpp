@@ -1,110 +1,155 @@
 #pragma once
-// Optimizers on sharded state: SGD with momentum and AdamW. A parameter's
-// state (momentum; Adam's m and v) lives in the state layout its ZeRO stage
-// gives (state_sharding.hpp); an update moves the stored value and the
-// reduced gradient there (a local slice when they are whole on "dp"),
-// updates this rank's block, and moves the value back to where it is stored
-// (an all-gather in stages 1 and 2). The gradient is scaled by the clipping
-// factor inside the update's kernel.
+// An optimizer on sharded state: any update rule (update_rule.hpp; sgd and
+// adamw in update_rules.hpp, or a user's own) held by value. A parameter's
+// state tensors live in the state layout its ZeRO stage gives
+// (state_sharding.hpp); an update moves the stored value and the reduced
+// gradient there (a local slice when they are whole on "dp"), applies the
+// rule's element step to this rank's block, and moves the value back to
+// where it is stored (an all-gather in stages 1 and 2).
 //
 //   optimizer o = adamw{.lr = 3e-4, .weight_decay = 0.1};
+//
+// The rule's kernel is instantiated when the optimizer is made, for float
+// and double parameters in host memory and in the default execution
+// space's memory: the trainer, not the user, knows the parameters' types.
 
 #include "shardmesh/errors.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/optimizer.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
+#include "shardmesh/train/update_rule.hpp"
+#include "shardmesh/train/update_rules.hpp"
 
-#include <cmath>
+#include <Kokkos_Core.hpp>
+
+#include <concepts>
 #include <cstddef>
-#include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 namespace shardmesh::parallel {
 
-// PyTorch's SGD: L2 weight decay added to the gradient, then momentum.
-struct sgd {
-  double lr = 0.01;
-  double momentum = 0.9;
-  double weight_decay = 0;
+namespace detail {
+
+template <class T, class Space>
+using flat_block = Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// One update of one rank's block: what a rule's kernel reads and writes.
+template <class T, class Space>
+struct update_views {
+  execution_space_of<Space> exec;
+  flat_block<T, Space> value, grad;
+  std::vector<flat_block<T, Space>> state;
+  std::size_t step;
+  double scale;
 };
 
-// Adam with decoupled weight decay (Loshchilov and Hutter).
-struct adamw {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
+template <class... Spaces>
+using update_views_in = std::variant<update_views<float, Spaces>..., update_views<double, Spaces>...>;
+
+using device_memory = Kokkos::DefaultExecutionSpace::memory_space;
+
+// Every kind of block an update rule's kernel is instantiated for.
+using any_update_views =
+    std::conditional_t<std::is_same_v<device_memory, Kokkos::HostSpace>, update_views_in<Kokkos::HostSpace>,
+                       update_views_in<Kokkos::HostSpace, device_memory>>;
+
+struct rule_interface {
+  virtual ~rule_interface() = default;
+  [[nodiscard]] virtual std::string error() const = 0;
+  [[nodiscard]] virtual std::size_t state_tensors() const = 0;
+  [[nodiscard]] virtual std::shared_ptr<rule_interface const> adjusted(double lr_factor, bool decays) const = 0;
+  virtual void apply(any_update_views const& views) const = 0;
 };
 
-using optimizer = std::variant<sgd, adamw>;
-
-// Why o's hyperparameters are out of range; empty when they are not.
-[[nodiscard]] inline std::string optimizer_error(optimizer const& o) {
-  auto const bad = [](char const* what, double value, char const* range) {
-    return std::string("optimizer: ") + what + " is " + std::to_string(value) + ", which is not " + range;
-  };
-  double const inf = std::numeric_limits<double>::infinity();
-  auto const in = [](double x, double lo, double hi) { return std::isfinite(x) && x >= lo && x < hi; };
-  auto const positive = [&](double x) { return in(x, 0, inf) && x > 0; };
-  if (auto const* s = std::get_if<sgd>(&o)) {
-    if (!positive(s->lr)) return bad("the learning rate", s->lr, "positive and finite");
-    if (!in(s->momentum, 0, 1)) return bad("the momentum", s->momentum, "in [0, 1)");
-    if (!in(s->weight_decay, 0, inf)) return bad("the weight decay", s->weight_decay, "non-negative");
-    return {};
+template <class R>
+class rule_holder final : public rule_interface {
+ public:
+  explicit rule_holder(R rule) : rule_(std::move(rule)) {}
+  [[nodiscard]] std::string error() const override { return rule_.error(); }
+  [[nodiscard]] std::size_t state_tensors() const override { return R::state_tensors; }
+  [[nodiscard]] std::shared_ptr<rule_interface const> adjusted(double lr_factor, bool decays) const override {
+    R r = rule_;
+    r.lr *= lr_factor;
+    if (!decays) r.weight_decay = 0;
+    return std::make_shared<rule_holder const>(std::move(r));
   }
-  auto const& a = std::get<adamw>(o);
-  if (!positive(a.lr)) return bad("the learning rate", a.lr, "positive and finite");
-  if (!in(a.beta1, 0, 1)) return bad("beta1", a.beta1, "in [0, 1)");
-  if (!in(a.beta2, 0, 1)) return bad("beta2", a.beta2, "in [0, 1)");
-  if (!positive(a.eps)) return bad("eps", a.eps, "positive and finite");
-  if (!in(a.weight_decay, 0, inf)) return bad("the weight decay", a.weight_decay, "non-negative");
-  return {};
-}
+  [[nodiscard]] R const& rule() const { return rule_; }
+  void apply(any_update_views const& views) const override {
+    std::visit(
+        [&]<class T, class Space>(update_views<T, Space> const& u) {
+          Kokkos::Array<flat_block<T, Space>, R::state_tensors> state;
+          for (std::size_t k = 0; k != R::state_tensors; ++k) state[k] = u.state.at(k);
+          ops::local::apply_update(u.exec, rule_.template at<T>(u.step), u.value, u.grad, state, u.scale);
+        },
+        views);
+  }
 
-// o for one parameter at one update: its learning rate times `lr_factor`
-// (learning_rate.hpp), and its weight decay only where `decays`.
-[[nodiscard]] inline optimizer adjusted(optimizer o, double lr_factor, bool decays) {
-  std::visit(
-      [&](auto& h) {
-        h.lr *= lr_factor;
-        if (!decays) h.weight_decay = 0;
-      },
-      o);
-  return o;
-}
+ private:
+  R rule_;
+};
 
-// The number of state tensors o keeps per parameter.
-[[nodiscard]] inline std::size_t state_tensors(optimizer const& o) { return std::holds_alternative<sgd>(o) ? 1 : 2; }
+}  // namespace detail
+
+class optimizer {
+ public:
+  template <class R>
+    requires(!std::same_as<std::remove_cvref_t<R>, optimizer>)
+  optimizer(R rule) {  // NOLINT(google-explicit-constructor): `.method = adamw{...}` reads as intended
+    check_update_rule<R>();
+    rule_ = std::make_shared<detail::rule_holder<R> const>(std::move(rule));
+  }
+
+  // Why the rule's hyperparameters are out of range; empty when they are not.
+  [[nodiscard]] std::string error() const { return rule_->error(); }
+
+  // The state tensors the rule keeps per parameter.
+  [[nodiscard]] std::size_t state_tensors() const { return rule_->state_tensors(); }
+
+  // This optimizer for one parameter at one update: its learning rate
+  // times `lr_factor` (learning_rate.hpp), its weight decay only where `decays`.
+  [[nodiscard]] optimizer adjusted(double lr_factor, bool decays) const {
+    return optimizer(rule_->adjusted(lr_factor, decays));
+  }
+
+  // The rule, if it is an R (as std::function::target).
+  template <class R>
+  [[nodiscard]] R const* target() const {
+    auto const* held = dynamic_cast<detail::rule_holder<R> const*>(rule_.get());
+    return held ? &held->rule() : nullptr;
+  }
+
+  void apply(detail::any_update_views const& views) const { rule_->apply(views); }
+
+ private:
+  explicit optimizer(std::shared_ptr<detail::rule_interface const> rule) : rule_(std::move(rule)) {}
+  std::shared_ptr<detail::rule_interface const> rule_;
+};
 
 // Step t (from 1) of o on p, its gradient times `scale`, in state layout
 // `state`. Precondition: p has a gradient in its reduced layout.
 template <class T, std::size_t Rank, class MemorySpace>
 void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout const& state, std::size_t t,
             double scale, execution_space_of<MemorySpace> const& exec = {}) {
-  using ops::local::flat;
+  using views = detail::update_views<T, MemorySpace>;
+  static_assert(std::is_constructible_v<detail::any_update_views, views>,
+                "optimizers update float and double parameters in host memory or the default execution space's");
   mesh_shape const& shape = p.mesh().shape();
   bool const in_place =
       shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
   auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
   auto const grad = ops::detail::to_layout(p.grad(), state, exec);
-  auto const v = flat(value.local());
-  auto const g = flat(grad.local());
-  std::visit(
-      [&](auto const& h) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(h)>, sgd>) {
-          ops::local::sgd_momentum(exec, v, g, flat(p.optimizer_state(0, state).local()), h.lr, h.momentum,
-                                   h.weight_decay, scale);
-        } else {
-          ops::local::adamw(exec, v, g, flat(p.optimizer_state(0, state).local()),
-                            flat(p.optimizer_state(1, state).local()), h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                            scale, t);
-        }
-      },
-      o);
+  auto const block = [](auto const& x) {
+    return detail::flat_block<T, MemorySpace>(x.local().data(), x.local().size());
+  };
+  views u{exec, block(value), block(grad), {}, t, scale};
+  for (std::size_t i = 0; i < o.state_tensors(); ++i) u.state.push_back(block(p.optimizer_state(i, state)));
+  o.apply(u);
   if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
 }
 

@@ -95,7 +95,7 @@ struct training_options {
   if (o.bucket_bytes == 0) return "training: the gradient bucket size must be at least 1 byte, not 0";
   if (!std::isfinite(o.clip_norm) || o.clip_norm < 0)
     return "training: the clipping norm is " + std::to_string(o.clip_norm) + ", which is not 0 (none) or positive";
-  return optimizer_error(o.method);
+  return o.method.error();
 }
 
 namespace detail {
@@ -197,7 +197,7 @@ class trainer {
         chunk->for_each_parameter_of(s, [&](std::string const& name, auto& p) {
           visit("parameters/" + name, p.stored());
           bound_layout const state = state_layouts_for(p.compute_layout(), options_.stage, dp_).state;
-          for (std::size_t i = 0; i < state_tensors(options_.method); ++i)
+          for (std::size_t i = 0; i < options_.method.state_tensors(); ++i)
             visit("optimizer/" + name + "/" + std::to_string(i), p.optimizer_state(i, state));
         });
   }
@@ -250,7 +250,7 @@ class trainer {
         options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
     ++steps_;
     for (auto& p : parameters_) {
-      p->update(adjusted(options_.method, lr_factor, p->decays()), steps_, scale, exec);
+      p->update(options_.method.adjusted(lr_factor, p->decays()), steps_, scale, exec);
       p->zero_grad();
     }
     phases.end(3);

@@ -1,57 +1,38 @@
 #pragma once
-// The optimizers' elementwise updates on a rank's block of a parameter, its
-// gradient and its state (1-D views of equal extents), and the sum of
-// squares the global gradient norm is made of. Arithmetic in T, the
-// hyperparameters rounded to T once.
+// The optimizers' elementwise work on a rank's block of a parameter, its
+// gradient and its state (1-D views of equal extents): one update rule's
+// element step applied to every element, and the sum of squares the global
+// gradient norm is made of.
 
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
 
-#include <cmath>
 #include <cstddef>
+#include <string>
 
 namespace shardmesh::ops::local {
 
-// SGD with momentum and L2 weight decay (PyTorch's SGD):
-//   d = scale g + decay p;  m = momentum m + d;  p -= lr m.
-template <class ExecSpace, local_view<1, ExecSpace> P, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M>
-void sgd_momentum(ExecSpace const& exec, P const& p, G const& g, M const& m, double lr, double momentum, double decay,
+// step(p(i), scale g(i), s) for every i, where s holds the element's N
+// state values (state[k](i)), read before and written back after. The
+// gradient is scaled in T, as the step's own arithmetic is.
+template <class ExecSpace, class Step, local_view<1, ExecSpace> P, local_view<1, ExecSpace> G, class S, std::size_t N>
+void apply_update(ExecSpace const& exec, Step const& step, P const& p, G const& g, Kokkos::Array<S, N> const& state,
                   double scale) {
-  detail::require_same_extents("sgd", "parameter", p, "gradient", g);
-  detail::require_same_extents("sgd", "parameter", p, "momentum", m);
+  detail::require_same_extents("update", "parameter", p, "gradient", g);
+  for (std::size_t k = 0; k != N; ++k)
+    detail::require_same_extents("update", "parameter", p, ("state tensor " + std::to_string(k)).c_str(), state[k]);
   using T = typename P::non_const_value_type;
-  T const l = static_cast<T>(lr), mu = static_cast<T>(momentum), wd = static_cast<T>(decay), s = static_cast<T>(scale);
+  T const s = static_cast<T>(scale);
   Kokkos::parallel_for(
-      "shardmesh::sgd", detail::elements(exec, p.size()), KOKKOS_LAMBDA(std::size_t i) {
-        T const d = s * g(i) + wd * p(i);
-        m(i) = mu * m(i) + d;
-        p(i) -= l * m(i);
-      });
-}
-
-// AdamW (decoupled weight decay), step t >= 1:
-//   d = scale g;  m = b1 m + (1-b1) d;  v = b2 v + (1-b2) d^2;
-//   p -= lr (decay p + (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)).
-template <class ExecSpace, local_view<1, ExecSpace> P, local_view<1, ExecSpace> G, local_view<1, ExecSpace> M,
-          local_view<1, ExecSpace> V>
-void adamw(ExecSpace const& exec, P const& p, G const& g, M const& m, V const& v, double lr, double beta1, double beta2,
-           double eps, double decay, double scale, std::size_t t) {
-  detail::require_same_extents("adamw", "parameter", p, "gradient", g);
-  detail::require_same_extents("adamw", "parameter", p, "first moment", m);
-  detail::require_same_extents("adamw", "parameter", p, "second moment", v);
-  using T = typename P::non_const_value_type;
-  auto const step = static_cast<double>(t);
-  T const l = static_cast<T>(lr), b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), e = static_cast<T>(eps),
-          wd = static_cast<T>(decay), s = static_cast<T>(scale);
-  T const c1 = static_cast<T>(1 / (1 - std::pow(beta1, step))), c2 = static_cast<T>(1 / (1 - std::pow(beta2, step)));
-  Kokkos::parallel_for(
-      "shardmesh::adamw", detail::elements(exec, p.size()), KOKKOS_LAMBDA(std::size_t i) {
-        T const d = s * g(i);
-        m(i) = b1 * m(i) + (T(1) - b1) * d;
-        v(i) = b2 * v(i) + (T(1) - b2) * d * d;
-        p(i) -= l * (wd * p(i) + m(i) * c1 / (Kokkos::sqrt(v(i) * c2) + e));
+      "shardmesh::update", detail::elements(exec, p.size()), KOKKOS_LAMBDA(std::size_t i) {
+        Kokkos::Array<T, N> element;
+        for (std::size_t k = 0; k != N; ++k) element[k] = state[k](i);
+        T value = p(i);
+        step(value, static_cast<T>(s * g(i)), element.data());
+        p(i) = value;
+        for (std::size_t k = 0; k != N; ++k) state[k](i) = element[k];
       });
 }
 
