@@ -38,14 +38,26 @@ struct contraction {
   constexpr bool operator==(contraction const&) const = default;
 };
 
+// The first position of `c` (of the text `what`) in s, or npos. A loop, not
+// string_view::find: GCC cannot evaluate find's null test on a template
+// parameter object's characters when sanitizers are on.
+[[nodiscard]] constexpr std::size_t position_of(std::string_view s, std::string_view what) {
+  for (std::size_t i = 0; i + what.size() <= s.size(); ++i)
+    if (s.substr(i, what.size()) == what) return i;
+  return std::string_view::npos;
+}
+[[nodiscard]] constexpr std::size_t position_of(std::string_view s, char c) {
+  return position_of(s, std::string_view(&c, 1));
+}
+
 // Why spec is no product, or empty. Precondition of parse_contraction.
 [[nodiscard]] constexpr fixed_text contraction_error(std::string_view spec) {
   fixed_text m;
   auto const fail = [&](auto const&... parts) -> fixed_text& {
     return ((m << "contraction \"" << spec << "\": ") << ... << parts);
   };
-  std::size_t const comma = spec.find(',');
-  std::size_t const arrow = spec.find("->");
+  std::size_t const comma = position_of(spec, ',');
+  std::size_t const arrow = position_of(spec, "->");
   if (comma == std::string_view::npos || arrow == std::string_view::npos || comma > arrow)
     return fail("expected the form \"ab,bc->ac\"");
   std::string_view const parts[3] = {spec.substr(0, comma), spec.substr(comma + 1, arrow - comma - 1),
@@ -59,23 +71,24 @@ struct contraction {
       char const l = parts[p][i];
       if (!((l >= 'a' && l <= 'z') || (l >= 'A' && l <= 'Z')))
         return fail("\"", std::string_view(&parts[p][i], 1), "\" at column ", offsets[p] + i + 1, " is not a letter");
-      if (parts[p].find(l) != i) return fail("\"", std::string_view(&parts[p][i], 1), "\" appears twice in ", names[p]);
+      if (position_of(parts[p], l) != i)
+        return fail("\"", std::string_view(&parts[p][i], 1), "\" appears twice in ", names[p]);
     }
   }
   for (std::size_t p = 0; p < 2; ++p)
     for (char l : parts[p])
-      if (parts[1 - p].find(l) == std::string_view::npos && parts[2].find(l) == std::string_view::npos)
+      if (position_of(parts[1 - p], l) == std::string_view::npos && position_of(parts[2], l) == std::string_view::npos)
         return fail("\"", std::string_view(&l, 1), "\" is summed in ", names[p], " only: reduce that dimension first");
   for (char l : parts[2])
-    if (parts[0].find(l) == std::string_view::npos && parts[1].find(l) == std::string_view::npos)
+    if (position_of(parts[0], l) == std::string_view::npos && position_of(parts[1], l) == std::string_view::npos)
       return fail("\"", std::string_view(&l, 1), "\" of the result is in neither operand");
   return m;
 }
 
 // Precondition: contraction_error(spec) is empty.
 [[nodiscard]] constexpr contraction parse_contraction(std::string_view spec) {
-  std::size_t const comma = spec.find(',');
-  std::size_t const arrow = spec.find("->");
+  std::size_t const comma = position_of(spec, ',');
+  std::size_t const arrow = position_of(spec, "->");
   return {contraction::labels(spec.substr(0, comma)), contraction::labels(spec.substr(comma + 1, arrow - comma - 1)),
           contraction::labels(spec.substr(arrow + 2))};
 }
