@@ -7,11 +7,10 @@
 //
 // The runnable model is models/decoder.hpp with this architecture (its own
 // block type from nn/ layers); the planner sees it through its own
-// model_description, whose block stages are written out here, stage by
-// stage with their own widths, and whose embedding, head and loss stages
-// are the decoder's (decoder_description.hpp). It proves the extension
-// point: the trainer, a pipeline and the planner take it as they take the
-// GPT and the Llama.
+// model_description, each stage the sum of the declarations of the layers
+// it holds (plan/layer_declarations.hpp), every block with its own width.
+// It proves the extension point: the trainer, a pipeline and the planner
+// take it as they take the GPT and the Llama.
 
 #include <shardmesh/models/decoder.hpp>
 #include <shardmesh/models/decoder_description.hpp>
@@ -19,6 +18,7 @@
 #include <shardmesh/nn/mlp.hpp>
 #include <shardmesh/ops/elementwise.hpp>
 #include <shardmesh/ops/layer_support.hpp>
+#include <shardmesh/plan/layer_declarations.hpp>
 
 #include <cstddef>
 #include <string>
@@ -120,7 +120,7 @@ struct architecture {
 template <class T, class M = Kokkos::DefaultExecutionSpace::memory_space>
 using model = parallel::decoder<architecture, T, M>;
 
-// The model as the planner sees it.
+// The model as the planner sees it: each stage the sum of its layers' declarations.
 class description final : public parallel::model_description {
  public:
   explicit description(config c) : c_(std::move(c)) {}
@@ -128,27 +128,12 @@ class description final : public parallel::model_description {
   [[nodiscard]] std::size_t blocks() const override { return c_.layers; }
   [[nodiscard]] std::vector<parallel::stage_description> stages(mesh_shape const& mesh,
                                                                 std::size_t samples) const override {
-    // The embedding, head and loss stages are a decoder's without positions, with RMS norms.
-    parallel::decoder_sizes sizes;
-    sizes.vocabulary = c_.vocabulary;
-    sizes.sequence = c_.sequence;
-    sizes.hidden = c_.hidden;
-    sizes.layers = c_.layers;
-    sizes.positions = false;
-    sizes.centred = false;
+    parallel::layer_site const at(mesh, false, samples, c_.sequence, c_.hidden);
     std::vector<parallel::stage_description> out;
-    for (std::size_t s = 0; s < c_.layers + 3; ++s) {
-      auto parameters = stage_parameters(c_, mesh, s);
-      bool const in_block = s >= 1 && s <= c_.layers;
-      parallel::stage_work work = in_block ? block_work(mesh, s - 1, samples, parameters)
-                                           : parallel::decoder_stage_work(sizes, mesh, s, samples, parameters);
-      out.push_back(
-          {parallel::decoder_stage_name(c_.layers, s), parallel::decoder_stage_place(c_.layers, s),
-           parallel::decoder_stage_kind(c_.layers, s), std::move(parameters),
-           in_block ? block_saved(mesh, s - 1, samples) : parallel::decoder_stage_saved(sizes, mesh, s, samples),
-           std::move(work),
-           in_block ? block_transitions(mesh, samples) : parallel::decoder_stage_transitions(sizes, mesh, s, samples)});
-    }
+    for (std::size_t s = 0; s < c_.layers + 3; ++s)
+      out.push_back(parallel::declared_stage(
+          at, parallel::decoder_stage_name(c_.layers, s), parallel::decoder_stage_place(c_.layers, s),
+          parallel::decoder_stage_kind(c_.layers, s), stage_parameters(c_, mesh, s), layers(at, s)));
     return out;
   }
   [[nodiscard]] parallel::boundary_spec boundary(mesh_shape const& mesh, std::size_t samples) const override {
@@ -157,41 +142,22 @@ class description final : public parallel::model_description {
   [[nodiscard]] std::string tensor_parallel_error(std::size_t) const override { return {}; }
 
  private:
-  // The norm's input and 1/std per row, w1's input, the MLP's hidden before and after GELU.
-  [[nodiscard]] std::vector<parallel::saved_spec> block_saved(mesh_shape const& mesh, std::size_t l,
-                                                              std::size_t samples) const {
-    parallel::transformer_layouts const L(mesh, false);
-    std::vector<std::size_t> const act{samples, c_.sequence, c_.hidden}, wide{samples, c_.sequence, c_.widths[l]};
-    return {{"ln.x", act, L.activation},
-            {"ln.rstd", act, L.activation, true},
-            {"w1.x", act, L.whole_rows},
-            {"hidden", wide, L.features},
-            {"w2.x", wide, L.features}};
-  }
-  // What the stage mesh's rank 0 computes: two products of block l's width, the norm, GELU, the residual.
-  [[nodiscard]] parallel::stage_work block_work(mesh_shape const& mesh, std::size_t l, std::size_t samples,
-                                                std::vector<parallel::parameter_spec> const& parameters) const {
-    parallel::transformer_layouts const L(mesh, false);
-    tensor_index const rows = local_extents(mesh, bind(mesh, L.activation), {samples, c_.sequence, c_.hidden}, 0);
-    std::size_t const t = rows[0] * rows[1];
-    std::size_t const f = local_extents(mesh, bind(mesh, L.column), {c_.hidden, c_.widths[l]}, 0)[1];
-    double const hidden = static_cast<double>(t * c_.hidden), wide = static_cast<double>(t * f);
-    using K = parallel::kernel_kind;
-    parallel::stage_work w;
-    w.products = {{1, t, f, c_.hidden, true}, {1, t, c_.hidden, f, true}};
-    w.forward = {{K::layer_norm_forward, hidden}, {K::gelu_forward, wide}, {K::add, hidden}};
-    w.input = {{K::layer_norm_backward, hidden}, {K::gelu_backward, wide}};
-    for (parallel::parameter_spec const& p : parameters)
-      w.weight.push_back({K::add, static_cast<double>(parallel::local_elements(mesh, p.placement, p.extents, 0))});
-    return w;
-  }
-  // w2's output P(sum:tp) reduced into the activation layout, and the MLP's input gradient likewise.
-  [[nodiscard]] std::vector<parallel::transition_spec> block_transitions(mesh_shape const& mesh,
-                                                                         std::size_t samples) const {
-    parallel::transformer_layouts const L(mesh, false);
-    std::vector<std::size_t> const act{samples, c_.sequence, c_.hidden};
-    bound_layout const partial = bind(mesh, L.whole_rows.partial(reduce_op::sum, "tp"));
-    return {{false, act, partial, bind(mesh, L.activation)}, {true, act, partial, bind(mesh, L.activation)}};
+  // Token embeddings; per block an RMS norm, an MLP of its own width and the residual; a final RMS norm, the
+  // head and the loss.
+  [[nodiscard]] parallel::stage_declaration layers(parallel::layer_site const& at, std::size_t s) const {
+    if (s == 0) return parallel::declare_embedding(at, c_.vocabulary, false);
+    if (s <= c_.layers) {
+      parallel::stage_declaration d = parallel::declare_norm(at, "ln", false);
+      d += parallel::declare_mlp(at, c_.widths[s - 1], false);
+      d += parallel::declare_residual(at);
+      return d;
+    }
+    if (s == c_.layers + 1) {
+      parallel::stage_declaration d = parallel::declare_norm(at, "lnf", false);
+      d += parallel::declare_head(at, c_.vocabulary);
+      return d;
+    }
+    return parallel::declare_loss(at, c_.vocabulary);
   }
 
   config c_;
