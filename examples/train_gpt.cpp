@@ -258,14 +258,14 @@ class run {
     io::save_training_state(
         out, trainer_,
         {.samples = static_cast<std::int64_t>(samples), .seed = o_.seed, .configuration = configuration});
-    out.write_text("state_digest", std::to_string(io::training_state_digest(trainer_, mesh_)));
+    out.write_value("state_digest", io::training_state_digest(trainer_, mesh_));
     out.commit();
   }
   // The training state from file, checked bit for bit against the saved; the step to go on from.
   std::size_t resume(std::filesystem::path const& file) {
     io::checkpoint_reader const in(mesh_, file);
     io::run_position const at = io::load_training_state(in, trainer_);
-    if (std::to_string(io::training_state_digest(trainer_, mesh_)) != in.text("state_digest"))
+    if (io::training_state_digest(trainer_, mesh_) != in.value<std::uint64_t>("state_digest"))
       throw corrupt_checkpoint_error("train_gpt: the state read from " + file.string() + " differs from the saved");
     return static_cast<std::size_t>(at.step);
   }

@@ -89,8 +89,16 @@ class checkpoint_mismatch_error : public checkpoint_error {
   using checkpoint_error::checkpoint_error;
 };
 
-// A dataset whose elements do not add up to the checksums written with them.
+// A dataset whose elements do not add up to the checksums written with them,
+// or run values (a step, a seed, a configuration) that do not match theirs.
 class corrupt_checkpoint_error : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
+// A checkpoint replaced by another save each time it was opened: the ranks
+// could not agree on one version of the file.
+class replaced_checkpoint_error : public checkpoint_error {
  public:
   using checkpoint_error::checkpoint_error;
 };

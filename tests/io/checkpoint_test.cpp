@@ -250,6 +250,90 @@ std::size_t data_offset(std::filesystem::path const& path, char const* name) {
 
 }  // namespace
 
+TEST_CASE("numbers are stored as numbers and every run value is covered by a checksum", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-run-values");
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", dynamic_extent}});
+  std::filesystem::path const path = dir / "state.h5";
+  {
+    io::checkpoint_writer out(mesh, path);
+    out.write_value("step", 4);
+    out.write_value("seed", std::uint64_t{18446744073709551557ULL});
+    out.write_value("lr", 0.003);
+    out.write_text("configuration", "lr=0.003");
+    require_throws<checkpoint_error>([&] { out.write_value("step", 5); }, "the value \"step\" is written twice");
+    out.commit();
+  }
+  {
+    io::checkpoint_reader const in(mesh, path);
+    CHECK(in.value("step") == 4);
+    CHECK(in.value<std::uint64_t>("seed") == 18446744073709551557ULL);
+    CHECK(in.value<double>("lr") == 0.003);
+    CHECK(in.text("configuration") == "lr=0.003");
+    require_throws<checkpoint_mismatch_error>([&] { (void)in.value<double>("step"); },
+                                              "the value \"step\" is a signed integer, not a number");
+    require_throws<checkpoint_mismatch_error>([&] { (void)in.text("lr"); }, "is a number, not a text");
+  }
+  // Each value changed after the save, as a flipped bit or an edit would: refused on opening, on every rank.
+  auto const edited = [&](char const* attribute, auto const& write) {
+    std::filesystem::path const copy = dir / "edited.h5";
+    on_rank_zero([&] {
+      std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+      hid_t const file = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      hid_t const a = H5Aopen_by_name(file, "/", attribute, H5P_DEFAULT, H5P_DEFAULT);
+      write(a);
+      H5Aclose(a);
+      H5Fclose(file);
+    });
+    INFO(attribute);
+    require_throws<corrupt_checkpoint_error>([&] { io::checkpoint_reader(mesh, copy); }, "do not match their checksum");
+  };
+  edited("value:step", [](hid_t a) {
+    std::int64_t const one = 1;
+    H5Awrite(a, H5T_NATIVE_INT64, &one);
+  });
+  edited("value:seed", [](hid_t a) {
+    std::uint64_t const other = 18446744073709551556ULL;
+    H5Awrite(a, H5T_NATIVE_UINT64, &other);
+  });
+  edited("value:lr", [](hid_t a) {
+    double const other = 0.007;
+    H5Awrite(a, H5T_NATIVE_DOUBLE, &other);
+  });
+  edited("value:configuration", [](hid_t a) {
+    hid_t const type = H5Aget_type(a);
+    H5Awrite(a, type, "lr=0.007");
+    H5Tclose(type);
+  });
+}
+
+TEST_CASE("a reader keeps the version it opened while a save renames another over it", "[io]") {
+  test::scratch_dir const dir("shardmesh-io-replaced");
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", dynamic_extent}});
+  layout const rows{shard("a"), replicated};
+  std::filesystem::path const path = dir / "state.h5", next = dir / "next.h5";
+  tensor_index const extents{40, 6};
+  auto const save = [&](std::filesystem::path const& to, double first, std::int64_t step) {
+    io::checkpoint_writer out(mesh, to);
+    out.write("m", distribute(mesh, rows, numbered(extents, first)));
+    out.write("n", distribute(mesh, layout{replicated, replicated}, numbered(extents, 2 * first)));
+    out.write_value("step", step);
+    out.commit();
+  };
+  for (bool map : {true, false}) {
+    INFO((map ? "mapped" : "through HDF5"));
+    save(path, 1, 1);
+    save(next, 1000, 2);
+    io::checkpoint_reader const in(mesh, path, {.map = map});
+    on_rank_zero([&] { std::filesystem::rename(next, path); });  // a save committing meanwhile
+    CHECK(equal(gather(in.read<double, 2>("m", rows)), numbered(extents, 1)));
+    CHECK(equal(gather(in.read<double, 2>("n", layout{shard("a"), replicated})), numbered(extents, 2)));
+    CHECK(in.value("step") == 1);
+    io::checkpoint_reader const after(mesh, path, {.map = map});  // opened after the rename: the new version
+    CHECK(equal(gather(after.read<double, 2>("m", rows)), numbered(extents, 1000)));
+    CHECK(after.value("step") == 2);
+  }
+}
+
 TEST_CASE("shards of several pieces are moved, checksummed and checked piece by piece", "[io]") {
   // Rows of 40 x 30 doubles (9600 bytes): a shard of whole rows is at least
   // two checksummed pieces, and its trailing dimensions join each run. Read
@@ -317,14 +401,15 @@ TEST_CASE("a dataset is mapped only where its bytes lie as in memory", "[io]") {
   on_rank_zero([&] {
     hid_t const file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t const set = H5Dopen2(file, "m", H5P_DEFAULT);
+    io::detail::file_descriptor const fd(path);
     {
-      io::detail::mapped_dataset const mapped(path, file, set, H5T_NATIVE_DOUBLE, bytes);
+      io::detail::mapped_dataset const mapped(fd, file, set, H5T_NATIVE_DOUBLE, bytes);
       CHECK(mapped.data() != nullptr);  // CHECK, not REQUIRE: the other ranks wait at the barrier
       CHECK((mapped.data() != nullptr && std::memcmp(mapped.data(), values.data(), bytes) == 0));
     }
     // Another element type, or more bytes than the file holds past the offset.
-    CHECK(io::detail::mapped_dataset(path, file, set, H5T_NATIVE_INT64, bytes).data() == nullptr);
-    CHECK(io::detail::mapped_dataset(path, file, set, H5T_NATIVE_DOUBLE, std::filesystem::file_size(path)).data() ==
+    CHECK(io::detail::mapped_dataset(fd, file, set, H5T_NATIVE_INT64, bytes).data() == nullptr);
+    CHECK(io::detail::mapped_dataset(fd, file, set, H5T_NATIVE_DOUBLE, std::filesystem::file_size(path)).data() ==
           nullptr);
     H5Dclose(set);
     H5Fclose(file);
@@ -344,7 +429,7 @@ TEST_CASE("a dataset is mapped only where its bytes lie as in memory", "[io]") {
     H5Dwrite(second, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
     H5Fflush(o, H5F_SCOPE_GLOBAL);
     haddr_t const at = H5Dget_offset(second);
-    io::detail::mapped_dataset const unaligned(odd, o, second, H5T_NATIVE_DOUBLE, bytes);
+    io::detail::mapped_dataset const unaligned(io::detail::file_descriptor(odd), o, second, H5T_NATIVE_DOUBLE, bytes);
     CHECK((unaligned.data() == nullptr) == (at % sizeof(double) != 0));
     CHECK((unaligned.data() == nullptr || std::memcmp(unaligned.data(), values.data(), bytes) == 0));
     H5Dclose(second);
@@ -362,7 +447,8 @@ TEST_CASE("a dataset is mapped only where its bytes lie as in memory", "[io]") {
     H5Pset_chunk(creation, 2, chunk.data());
     hid_t const c = H5Dcreate2(out, "m", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, creation, H5P_DEFAULT);
     H5Dwrite(c, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
-    CHECK(io::detail::mapped_dataset(chunked, out, c, H5T_NATIVE_DOUBLE, bytes).data() == nullptr);
+    CHECK(io::detail::mapped_dataset(io::detail::file_descriptor(chunked), out, c, H5T_NATIVE_DOUBLE, bytes).data() ==
+          nullptr);
     H5Dclose(c);
     H5Pclose(creation);
     H5Sclose(space);

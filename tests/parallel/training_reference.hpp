@@ -26,6 +26,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -75,8 +76,13 @@ struct adagrad {
   double eps = 1e-10;
   double weight_decay = 0;
 
+  static constexpr char const* name = "adagrad";
   static constexpr std::size_t state_tensors = 1;
+  static constexpr std::array<char const*, 1> state_names = {"sum_of_squares"};
 
+  [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"lr", lr}, {"eps", eps}, {"weight_decay", weight_decay}};
+  }
   [[nodiscard]] std::string error() const {
     return parallel::hyperparameter::positive(lr) ? std::string{}
                                                   : parallel::hyperparameter::error("lr", lr, "positive");

@@ -4,7 +4,7 @@
 //   io::checkpoint_reader in(mesh, "run/state.h5");
 //   auto w = in.read<float, 2>("params/w", layout{shard("tp"), replicated});
 //   in.read("stage/b", b);          // into an existing tensor, on any submesh
-//   auto step = in.value("step");
+//   auto step = in.value("step");   // run values are checked against their checksum on opening
 //
 // Each rank reads exactly the elements its layout gives it (replicas read
 // their copy, a partial layout's values go to its first rank on the partial
@@ -23,13 +23,19 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdint>
-#include <exception>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace shardmesh::io {
@@ -48,20 +54,27 @@ struct read_options {
 
 class checkpoint_reader {
  public:
-  // Collective: opens the checkpoint at `path` for reading.
+  // Collective: opens the checkpoint at `path` for reading. Every rank
+  // holds the same version of the file from here on, even while a save
+  // replaces it under its name (commit() renames a new file over it); its
+  // run values are read now and checked against their checksum.
   checkpoint_reader(device_mesh const& mesh, std::filesystem::path path, read_options options = {})
       : mesh_(mesh), path_(std::move(path)), options_(options) {
     detail::quiet_errors const quiet;
     std::error_code ignored;
     detail::agree_ok(comm(), std::filesystem::exists(path_, ignored),
                      "checkpoint: " + path_.string() + " does not exist");
-    detail::properties_handle const fapl = detail::file_access(mesh_, false);
-    file_ = detail::file_handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
-    detail::agree_ok(comm(), file_.valid(),
-                     "checkpoint: " + path_.string() + " is not a readable HDF5 file (truncated or damaged?)");
+    constexpr int attempts = 3;
+    bool opened = false;
+    for (int attempt = 0; attempt < attempts && !opened; ++attempt) opened = open_one_version();
+    detail::agree_ok<replaced_checkpoint_error>(comm(), opened,
+                                                "checkpoint: " + path_.string() + " was replaced by another save " +
+                                                    "each of the " + std::to_string(attempts) +
+                                                    " times it was opened; open it again once the saves stop");
     detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
     detail::agree_ok(comm(), detail::read_text_attribute(root.get(), "shardmesh_version").has_value(),
                      "checkpoint: " + path_.string() + " was not written by shardmesh");
+    read_values(root.get());
   }
 
   [[nodiscard]] std::filesystem::path const& path() const { return path_; }
@@ -117,32 +130,95 @@ class checkpoint_reader {
     read_into(name, dataset.get(), x);
   }
 
-  // Collective: a value written by write_value.
-  [[nodiscard]] std::int64_t value(std::string const& name) const {
-    std::string const t = text(name);
-    std::size_t used = 0;
-    std::int64_t v = 0;
-    try {
-      v = std::stoll(t, &used);
-    } catch (std::exception const&) {
-      used = 0;
-    }
-    detail::agree_ok(comm(), used > 0 && used == t.size(), "checkpoint: the value \"" + name + "\" is no integer");
-    return v;
+  // A number written by write_value, as the type it was stored as: V is
+  // std::int64_t for signed integers, std::uint64_t for unsigned ones,
+  // double for floating-point numbers. Collective (verdicts agreed).
+  template <class V = std::int64_t>
+  [[nodiscard]] V value(std::string const& name) const {
+    static_assert(std::is_same_v<V, std::int64_t> || std::is_same_v<V, std::uint64_t> || std::is_same_v<V, double>,
+                  "checkpoint: values are read as std::int64_t, std::uint64_t or double");
+    detail::run_value const& v = stored_value(name);
+    V const* number = std::get_if<V>(&v);
+    detail::agree_ok<checkpoint_mismatch_error>(comm(), number != nullptr,
+                                                "checkpoint: the value \"" + name + "\" is a " + detail::kind_of(v) +
+                                                    ", not a " + detail::kind_of(detail::run_value(V{})));
+    return *number;
   }
 
-  // Collective: a text written by write_text.
+  // A text written by write_text. Collective (verdicts agreed).
   [[nodiscard]] std::string text(std::string const& name) const {
-    detail::quiet_errors const quiet;
-    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
-    std::optional<std::string> const t = detail::read_text_attribute(root.get(), ("value:" + name).c_str());
-    detail::agree_ok<missing_dataset_error>(comm(), t.has_value(),
-                                            "checkpoint: " + path_.string() + " holds no value \"" + name + "\"");
+    detail::run_value const& v = stored_value(name);
+    auto const* t = std::get_if<std::string>(&v);
+    detail::agree_ok<checkpoint_mismatch_error>(
+        comm(), t != nullptr, "checkpoint: the value \"" + name + "\" is a " + detail::kind_of(v) + ", not a text");
     return *t;
   }
 
  private:
   [[nodiscard]] MPI_Comm comm() const { return mesh_.comm().get(); }
+
+  // Opens the file by descriptor and through HDF5, then checks that both
+  // are the file now under the name on every rank, and that every rank
+  // holds the same one (its inode, size and modification time: the same
+  // on every node of a parallel file system). Collective.
+  bool open_one_version() {
+    file_.reset();
+    fd_ = detail::file_descriptor(path_);
+    detail::properties_handle const fapl = detail::file_access(mesh_, false);
+    file_ = detail::file_handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
+    detail::agree_ok(comm(), file_.valid() && fd_.valid(),
+                     "checkpoint: " + path_.string() + " is not a readable HDF5 file (truncated or damaged?)");
+    struct stat held{}, named{};
+    bool const unchanged = ::fstat(fd_.get(), &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+                           held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+    shardmesh::detail::fnv1a version;
+    version.mix(held.st_ino).mix(static_cast<std::uint64_t>(held.st_size));
+    version.mix(static_cast<std::uint64_t>(held.st_mtim.tv_sec)).mix(static_cast<std::uint64_t>(held.st_mtim.tv_nsec));
+    int everywhere = unchanged ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, comm());
+    return detail::same_everywhere(comm(), version.value) && everywhere == 1;
+  }
+
+  // Every run value of the root group, checked against their checksum.
+  void read_values(hid_t root) {
+    struct listing {
+      std::map<std::string, detail::run_value>* values;
+      bool readable = true;
+    } found{&values_};
+    H5Aiterate2(
+        root, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+        [](hid_t object, char const* name, H5A_info_t const*, void* data) -> herr_t {
+          auto& l = *static_cast<listing*>(data);
+          std::string_view const attribute(name);
+          if (!attribute.starts_with(detail::value_prefix)) return 0;
+          std::optional<detail::run_value> v = detail::read_value_attribute(object, name);
+          if (v)
+            l.values->emplace(attribute.substr(detail::value_prefix.size()), std::move(*v));
+          else
+            l.readable = false;
+          return 0;
+        },
+        &found);
+    std::uint64_t sum = 0;
+    std::string names;
+    for (auto const& [name, v] : values_) {
+      sum += detail::value_digest(name, v);
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    std::optional<detail::run_value> const stored =
+        detail::read_value_attribute(root, detail::values_checksum_attribute);
+    auto const* checksum = stored ? std::get_if<std::uint64_t>(&*stored) : nullptr;
+    detail::agree_ok<corrupt_checkpoint_error>(comm(), found.readable && checksum != nullptr && *checksum == sum,
+                                               "checkpoint: the run values in " + path_.string() + " (" + names +
+                                                   ") do not match their checksum: changed since the save");
+  }
+
+  detail::run_value const& stored_value(std::string const& name) const {
+    auto const at = values_.find(name);
+    detail::agree_ok<missing_dataset_error>(comm(), at != values_.end(),
+                                            "checkpoint: " + path_.string() + " holds no value \"" + name + "\"");
+    return at->second;
+  }
 
   // The dataset `name`, checked to hold elements of type T in Rank
   // dimensions (verdicts agreed over `over`, the tensor's ranks).
@@ -233,7 +309,7 @@ class checkpoint_reader {
     detail::type_handle const type(detail::native_type<T>());
     bool ok = true;
     std::optional<detail::mapped_dataset> mapped;
-    if (options_.map && host.size() > 0) mapped.emplace(path_, file_.get(), dataset, type.get(), dataset_bytes);
+    if (options_.map && host.size() > 0) mapped.emplace(fd_, file_.get(), dataset, type.get(), dataset_bytes);
     if (mapped && mapped->data() != nullptr) {
       // Copied from the mapped file, checksummed in the same pass where it counts.
       copy_with_box_checksums(reinterpret_cast<T const*>(mapped->data()), std::span<T>(host.data(), host.size()),
@@ -277,7 +353,9 @@ class checkpoint_reader {
   device_mesh mesh_;
   std::filesystem::path path_;
   read_options options_;
+  detail::file_descriptor fd_;  // the version of the file HDF5 reads, for mapping
   detail::file_handle file_;
+  std::map<std::string, detail::run_value> values_;
 };
 
 }  // namespace shardmesh::io

@@ -38,6 +38,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 namespace shardmesh::io {
@@ -228,21 +229,21 @@ class checkpoint_writer {
     queued_.clear();
   }
 
-  // Collective: a value the same on every rank (a step count, a seed).
-  void write_value(std::string const& name, std::int64_t value) { write_text(name, std::to_string(value)); }
+  // Collective: a number the same on every rank (a step count, a seed, a
+  // learning rate), stored as a 64-bit signed or unsigned integer or a double.
+  template <class V>
+    requires std::is_arithmetic_v<V> && (!std::is_same_v<V, bool>)
+  void write_value(std::string const& name, V value) {
+    if constexpr (std::is_floating_point_v<V>)
+      write_run_value(name, static_cast<double>(value));
+    else if constexpr (std::is_signed_v<V>)
+      write_run_value(name, static_cast<std::int64_t>(value));
+    else
+      write_run_value(name, static_cast<std::uint64_t>(value));
+  }
 
   // Collective: a text the same on every rank (a configuration).
-  void write_text(std::string const& name, std::string const& text) {
-    detail::quiet_errors const quiet;
-    detail::agree_ok(comm(), file_.valid(), "checkpoint: " + path_.string() + " is already committed");
-    std::string const problem = detail::name_problem(name, true);
-    detail::agree_ok(comm(), problem.empty(), problem);
-    detail::agree_ok<mismatched_tensor_error>(
-        comm(), detail::same_everywhere(comm(), detail::text_hash(name, detail::text_hash(text))),
-        "checkpoint: ranks disagree on the value \"" + name + "\"");
-    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
-    detail::write_text_attribute(root.get(), ("value:" + name).c_str(), text);
-  }
+  void write_text(std::string const& name, std::string const& text) { write_run_value(name, text); }
 
   // Collective: writes what is queued, closes the file and moves it to its
   // name, replacing the previous checkpoint there. Only after every rank
@@ -250,6 +251,12 @@ class checkpoint_writer {
   void commit() {
     flush();
     detail::quiet_errors const quiet;
+    {
+      detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+      detail::agree_ok(comm(),
+                       detail::write_value_attribute(root.get(), detail::values_checksum_attribute, values_checksum_),
+                       "checkpoint: writing the run values' checksum failed");
+    }
     detail::agree_ok(comm(), file_.reset(), "checkpoint: closing " + temporary_path(path_).string() + " failed");
     // Every rank: on a parallel file system each node flushes what it wrote.
     if (options_.durable)
@@ -269,6 +276,23 @@ class checkpoint_writer {
 
  private:
   [[nodiscard]] MPI_Comm comm() const { return mesh_.comm().get(); }
+
+  void write_run_value(std::string const& name, detail::run_value const& value) {
+    detail::quiet_errors const quiet;
+    detail::agree_ok(comm(), file_.valid(), "checkpoint: " + path_.string() + " is already committed");
+    std::string const problem = detail::name_problem(name, true);
+    detail::agree_ok(comm(), problem.empty(), problem);
+    std::uint64_t const digest = detail::value_digest(name, value);
+    detail::agree_ok<mismatched_tensor_error>(comm(), detail::same_everywhere(comm(), digest),
+                                              "checkpoint: ranks disagree on the value \"" + name + "\"");
+    std::string const attribute = std::string(detail::value_prefix) + name;
+    detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
+    detail::agree_ok(comm(), H5Aexists(root.get(), attribute.c_str()) == 0,
+                     "checkpoint: the value \"" + name + "\" is written twice");
+    detail::agree_ok(comm(), detail::write_value_attribute(root.get(), attribute, value),
+                     "checkpoint: writing the value \"" + name + "\" failed");
+    values_checksum_ += digest;
+  }
 
   // Collective: one dataset, written by the ranks that queued it.
   void write_dataset(detail::dataset_description const& d) {
@@ -325,6 +349,7 @@ class checkpoint_writer {
   write_options options_;
   detail::file_handle file_;
   std::vector<detail::dataset_part> queued_;
+  std::uint64_t values_checksum_ = 0;  // the sum of the values' digests
 };
 
 }  // namespace shardmesh::io

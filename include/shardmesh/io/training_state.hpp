@@ -12,9 +12,12 @@
 // The state is every parameter's value and optimizer state (datasets named
 // by parallel::trainer::for_each_state, each saved from the layout its ZeRO
 // stage keeps it in and read into the layout the new run keeps it in), the
-// optimizer's step count, and where the run stands: samples consumed, the
-// seed of its counter-based random numbers (strategy/counter_random.hpp:
-// with the step, all the random state there is) and its configuration.
+// optimizer's step count, name and hyperparameters (checked on loading),
+// and where the run stands: samples consumed, the seed of its
+// counter-based random numbers (strategy/counter_random.hpp: with the
+// step, all the random state there is) and its configuration. Numbers are
+// stored as numbers; the reader checks every value against the
+// checkpoint's checksum over them.
 
 #include "shardmesh/io/checkpoint_reader.hpp"
 #include "shardmesh/io/checkpoint_writer.hpp"
@@ -24,6 +27,9 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <bit>
+#include <charconv>
 #include <cstdint>
 #include <string>
 
@@ -43,8 +49,31 @@ void save_training_state(checkpoint_writer& out, parallel::trainer<Model>& train
   out.flush();
   out.write_value("step", static_cast<std::int64_t>(trainer.steps()));
   out.write_value("samples", position.samples);
-  out.write_text("seed", std::to_string(position.seed));
+  out.write_value("seed", position.seed);
   out.write_text("configuration", position.configuration);
+  parallel::optimizer const& method = trainer.options().method;
+  out.write_text("optimizer", method.name());
+  for (auto const& [name, value] : method.hyperparameters()) out.write_value("optimizer." + name, value);
+}
+
+// The checkpoint's optimizer is `method`: its name and every hyperparameter,
+// bit for bit. The same verdict on every rank (the values are the same
+// everywhere), so it throws without communicating.
+inline void check_optimizer(checkpoint_reader const& in, parallel::optimizer const& method) {
+  std::string const saved = in.text("optimizer");
+  if (saved != method.name())
+    throw checkpoint_mismatch_error("checkpoint: the run was saved with the optimizer " + saved + ", this one has " +
+                                    method.name());
+  auto const exact = [](double x) {
+    std::array<char, 32> text{};
+    return std::string(text.data(), std::to_chars(text.data(), text.data() + text.size(), x).ptr);
+  };
+  for (auto const& [name, value] : method.hyperparameters()) {
+    double const was = in.value<double>("optimizer." + name);
+    if (std::bit_cast<std::uint64_t>(was) != std::bit_cast<std::uint64_t>(value))
+      throw checkpoint_mismatch_error("checkpoint: the run was saved with " + saved + " " + name + " = " + exact(was) +
+                                      ", this one has " + exact(value));
+  }
 }
 
 // Collective over the checkpoint's ranks: every state tensor of `trainer`
@@ -52,8 +81,9 @@ void save_training_state(checkpoint_writer& out, parallel::trainer<Model>& train
 // and the step it continues from.
 template <class Model>
 run_position load_training_state(checkpoint_reader const& in, parallel::trainer<Model>& trainer) {
+  check_optimizer(in, trainer.options().method);
   trainer.for_each_state([&](std::string const& name, auto const& x) { in.read(name, x); });
-  run_position at{in.value("step"), in.value("samples"), std::stoull(in.text("seed")), in.text("configuration")};
+  run_position at{in.value("step"), in.value("samples"), in.value<std::uint64_t>("seed"), in.text("configuration")};
   trainer.resume_at(static_cast<std::size_t>(at.step));
   return at;
 }

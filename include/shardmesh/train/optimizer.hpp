@@ -63,6 +63,9 @@ struct rule_interface {
   virtual ~rule_interface() = default;
   [[nodiscard]] virtual std::string error() const = 0;
   [[nodiscard]] virtual std::size_t state_tensors() const = 0;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual std::string state_name(std::size_t i) const = 0;
+  [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
   [[nodiscard]] virtual std::shared_ptr<rule_interface const> adjusted(double lr_factor, bool decays) const = 0;
   virtual void apply(any_update_views const& views) const = 0;
 };
@@ -73,6 +76,11 @@ class rule_holder final : public rule_interface {
   explicit rule_holder(R rule) : rule_(std::move(rule)) {}
   [[nodiscard]] std::string error() const override { return rule_.error(); }
   [[nodiscard]] std::size_t state_tensors() const override { return R::state_tensors; }
+  [[nodiscard]] std::string name() const override { return std::string(R::name); }
+  [[nodiscard]] std::string state_name(std::size_t i) const override { return std::string(R::state_names.at(i)); }
+  [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+    return rule_.hyperparameters();
+  }
   [[nodiscard]] std::shared_ptr<rule_interface const> adjusted(double lr_factor, bool decays) const override {
     R r = rule_;
     r.lr *= lr_factor;
@@ -108,8 +116,13 @@ class optimizer {
   // Why the rule's hyperparameters are out of range; empty when they are not.
   [[nodiscard]] std::string error() const { return rule_->error(); }
 
-  // The state tensors the rule keeps per parameter.
+  // The state tensors the rule keeps per parameter, and their names.
   [[nodiscard]] std::size_t state_tensors() const { return rule_->state_tensors(); }
+  [[nodiscard]] std::string state_name(std::size_t i) const { return rule_->state_name(i); }
+
+  // The rule's name and its hyperparameters, {name, value}.
+  [[nodiscard]] std::string name() const { return rule_->name(); }
+  [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const { return rule_->hyperparameters(); }
 
   // This optimizer for one parameter at one update: its learning rate
   // times `lr_factor` (learning_rate.hpp), its weight decay only where `decays`.

@@ -186,7 +186,7 @@ class trainer {
   // visit(name, tensor) for every tensor of the training state this rank
   // holds, each in the layout its ZeRO stage keeps it: a parameter's stored
   // value as "parameters/<name>" and its optimizer state tensor i as
-  // "optimizer/<name>/<i>" (zeros before the first step). The names do not
+  // "optimizer/<name>/<state name>" (zeros before the first step). The names do not
   // depend on the stage or chunk that holds the parameter, so any other
   // pipeline finds them. Collective over each tensor's stage mesh when
   // `visit` is; the same order on every rank of a stage.
@@ -198,7 +198,7 @@ class trainer {
           visit("parameters/" + name, p.stored());
           bound_layout const state = state_layouts_for(p.compute_layout(), options_.stage, dp_).state;
           for (std::size_t i = 0; i < options_.method.state_tensors(); ++i)
-            visit("optimizer/" + name + "/" + std::to_string(i), p.optimizer_state(i, state));
+            visit("optimizer/" + name + "/" + options_.method.state_name(i), p.optimizer_state(i, state));
         });
   }
   [[nodiscard]] std::size_t stages() const { return pp_ == npos ? 1 : mesh_.shape()[pp_].extent; }

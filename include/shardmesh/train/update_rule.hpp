@@ -4,8 +4,13 @@
 //   lr, weight_decay   double members: the schedule scales lr at each update,
 //                      and weight_decay is set to 0 for the parameters that
 //                      do not decay (training_options::decays)
+//   name               a constant text: the rule's name ("adamw")
 //   state_tensors      a constant: the state tensors it keeps per parameter,
 //                      each shaped and sharded like the parameter's state
+//   state_names        a constant array of state_tensors texts naming them
+//                      ("first_moment"): their names in checkpoints
+//   hyperparameters()  every hyperparameter, {name, value} (recorded in
+//                      checkpoints and checked on resume)
 //   error()            why its hyperparameters are out of range; empty if not
 //   at<T>(t)           for update t (from 1), the element step: a copyable
 //                      object whose `KOKKOS_FUNCTION void operator()(T& p,
@@ -21,6 +26,11 @@
 #include <concepts>
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace shardmesh::parallel {
 
@@ -34,6 +44,14 @@ concept rule_hyperparameters = requires(R r) {
 
 template <class R>
 concept rule_state_count = requires { typename std::integral_constant<std::size_t, R::state_tensors>; };
+
+template <class R>
+concept rule_names = requires(R const& r) {
+  { R::name } -> std::convertible_to<std::string_view>;
+  { R::state_names[0] } -> std::convertible_to<std::string_view>;
+  requires std::tuple_size_v<std::remove_cvref_t<decltype(R::state_names)>> == R::state_tensors;
+  { r.hyperparameters() } -> std::convertible_to<std::vector<std::pair<std::string, double>>>;
+};
 
 template <class R>
 concept rule_error = requires(R const& r) {
@@ -51,8 +69,9 @@ concept rule_step_in = requires(R const& r, std::size_t t) {
 }  // namespace detail
 
 template <class R>
-concept update_rule = std::copyable<R> && detail::rule_hyperparameters<R> && detail::rule_state_count<R> &&
-                      detail::rule_error<R> && detail::rule_step_in<R, float> && detail::rule_step_in<R, double>;
+concept update_rule =
+    std::copyable<R> && detail::rule_hyperparameters<R> && detail::rule_state_count<R> && detail::rule_names<R> &&
+    detail::rule_error<R> && detail::rule_step_in<R, float> && detail::rule_step_in<R, double>;
 
 template <class R>
 consteval void check_update_rule() {
@@ -62,6 +81,9 @@ consteval void check_update_rule() {
                 "parameter)");
   static_assert(detail::rule_state_count<R>,
                 "an update rule needs `static constexpr std::size_t state_tensors`, its state tensors per parameter");
+  static_assert(detail::rule_names<R>,
+                "an update rule needs `static constexpr` `name` and `state_names` (a std::array of state_tensors "
+                "texts), and `hyperparameters()` returning {name, value} pairs");
   static_assert(detail::rule_error<R>,
                 "an update rule needs `std::string error() const`, empty when its "
                 "hyperparameters are usable");

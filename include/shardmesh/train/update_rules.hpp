@@ -7,9 +7,12 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shardmesh::parallel {
 
@@ -20,7 +23,13 @@ struct sgd {
   double momentum = 0.9;
   double weight_decay = 0;
 
+  static constexpr char const* name = "sgd";
   static constexpr std::size_t state_tensors = 1;
+  static constexpr std::array<char const*, 1> state_names = {"momentum"};
+
+  [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"lr", lr}, {"momentum", momentum}, {"weight_decay", weight_decay}};
+  }
 
   [[nodiscard]] std::string error() const {
     using namespace hyperparameter;
@@ -56,7 +65,13 @@ struct adamw {
   double eps = 1e-8;
   double weight_decay = 0.01;
 
+  static constexpr char const* name = "adamw";
   static constexpr std::size_t state_tensors = 2;
+  static constexpr std::array<char const*, 2> state_names = {"first_moment", "second_moment"};
+
+  [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  }
 
   [[nodiscard]] std::string error() const {
     using namespace hyperparameter;

@@ -6,16 +6,22 @@
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/io/box_checksum.hpp"
 #include "shardmesh/io/detail/hdf5.hpp"
+#include "shardmesh/strategy/counter_random.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace shardmesh::io {
@@ -58,19 +64,102 @@ inline void write_text_attribute(hid_t object, char const* name, std::string con
   H5Awrite(a.get(), type.get(), text.c_str());
 }
 
-// The text of an attribute, or nothing if there is none.
+// The text of a scalar string attribute, or nothing if there is none. Every
+// form HDF5 stores text in is read whole: fixed-size strings however padded
+// (shardmesh's are null-terminated, h5py's `bytes` null-padded with no room
+// for a terminator) and variable-length ones (h5py's `str`), in their own
+// character set.
 inline std::optional<std::string> read_text_attribute(hid_t object, char const* name) {
   if (H5Aexists(object, name) <= 0) return std::nullopt;
   attribute_handle a(H5Aopen(object, name, H5P_DEFAULT));
   type_handle stored(H5Aget_type(a.get()));
-  if (H5Tget_class(stored.get()) != H5T_STRING || H5Tis_variable_str(stored.get()) > 0) return std::nullopt;
-  std::string text(H5Tget_size(stored.get()), '\0');
+  space_handle space(H5Aget_space(a.get()));
+  if (H5Tget_class(stored.get()) != H5T_STRING || H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
   type_handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_cset(type.get(), H5Tget_cset(stored.get()));
+  if (H5Tis_variable_str(stored.get()) > 0) {
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    char* held = nullptr;
+    if (H5Aread(a.get(), type.get(), static_cast<void*>(&held)) < 0) return std::nullopt;
+    std::string text = held != nullptr ? held : "";
+    H5free_memory(held);
+    return text;
+  }
+  std::string text(H5Tget_size(stored.get()) + 1, '\0');  // every stored character, and the terminator
   H5Tset_size(type.get(), text.size());
   if (H5Aread(a.get(), type.get(), text.data()) < 0) return std::nullopt;
   text.resize(std::min(text.size(), text.find('\0')));
   return text;
 }
+
+// A run value (a step, a seed, a learning rate, a configuration): stored
+// as the root attribute "value:<name>", a number as a number.
+using run_value = std::variant<std::string, std::int64_t, std::uint64_t, double>;
+
+[[nodiscard]] inline char const* kind_of(run_value const& v) {
+  constexpr char const* kinds[] = {"text", "signed integer", "unsigned integer", "number"};
+  return kinds[v.index()];
+}
+
+inline bool write_value_attribute(hid_t object, std::string const& attribute, run_value const& v) {
+  if (auto const* text = std::get_if<std::string>(&v)) {
+    write_text_attribute(object, attribute.c_str(), *text);
+    return H5Aexists(object, attribute.c_str()) > 0;
+  }
+  hid_t const stored = v.index() == 1 ? H5T_STD_I64LE : v.index() == 2 ? H5T_STD_U64LE : H5T_IEEE_F64LE;
+  hid_t const native = v.index() == 1 ? H5T_NATIVE_INT64 : v.index() == 2 ? H5T_NATIVE_UINT64 : H5T_NATIVE_DOUBLE;
+  space_handle const space(H5Screate(H5S_SCALAR));
+  attribute_handle const a(H5Acreate2(object, attribute.c_str(), stored, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  return a.valid() && std::visit([&](auto const& x) { return H5Awrite(a.get(), native, &x) >= 0; }, v);
+}
+
+// The run value of a scalar attribute, by what it stores; nothing if it is none.
+inline std::optional<run_value> read_value_attribute(hid_t object, char const* attribute) {
+  if (H5Aexists(object, attribute) <= 0) return std::nullopt;
+  attribute_handle const a(H5Aopen(object, attribute, H5P_DEFAULT));
+  type_handle const stored(H5Aget_type(a.get()));
+  space_handle const space(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
+  auto const number = [&](auto x, hid_t native) -> std::optional<run_value> {
+    if (H5Aread(a.get(), native, &x) < 0) return std::nullopt;
+    return run_value(x);
+  };
+  switch (H5Tget_class(stored.get())) {
+    case H5T_STRING: {
+      std::optional<std::string> text = read_text_attribute(object, attribute);
+      return text ? std::optional<run_value>(std::move(*text)) : std::nullopt;
+    }
+    case H5T_INTEGER:
+      return H5Tget_sign(stored.get()) == H5T_SGN_NONE ? number(std::uint64_t{}, H5T_NATIVE_UINT64)
+                                                       : number(std::int64_t{}, H5T_NATIVE_INT64);
+    case H5T_FLOAT: return number(0.0, H5T_NATIVE_DOUBLE);
+    default: return std::nullopt;
+  }
+}
+
+// A value's share of the checksum over a checkpoint's run values: a hash of
+// its name, kind and content; the checksum is their sum, so the order the
+// values are written or listed in does not matter.
+[[nodiscard]] inline std::uint64_t value_digest(std::string const& name, run_value const& v) {
+  shardmesh::detail::fnv1a h;
+  for (char c : name) h.mix(static_cast<unsigned char>(c));
+  h.mix(v.index());
+  std::visit(
+      [&](auto const& x) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) {
+          for (char c : x) h.mix(static_cast<unsigned char>(c));
+          h.mix(x.size());
+        } else {
+          h.mix(std::bit_cast<std::uint64_t>(x));
+        }
+      },
+      v);
+  return parallel::mix64(h.value);
+}
+
+// The root attributes that hold run values are "value:<name>"; the checksum over them, "values_checksum".
+inline constexpr std::string_view value_prefix = "value:";
+inline constexpr char const* values_checksum_attribute = "values_checksum";
 
 // "params/w" names a dataset: components separated by '/', none empty, no
 // control characters. A value's name is one component.

@@ -11,7 +11,9 @@
 // one of an odd number of bytes may start anywhere), in a file without a
 // user block (whose addresses HDF5 counts from its end), and wholly inside
 // the file as it is now. Otherwise nothing is mapped and the reader goes
-// through H5Dread. A file that shrinks while mapped, or a storage error
+// through H5Dread. The file is mapped through the descriptor the reader
+// holds (file_descriptor), never reopened by name: a save that replaces
+// the file meanwhile leaves the reader its own version. A file that shrinks while mapped, or a storage error
 // while a page is loaded, stops the process (SIGBUS) instead of failing
 // as a typed error: read_options{.map = false} avoids both.
 
@@ -26,27 +28,50 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <utility>
 
 namespace shardmesh::io::detail {
 
+// A read-only POSIX descriptor of a file, closed when it goes.
+class file_descriptor {
+ public:
+  file_descriptor() = default;
+  explicit file_descriptor(std::filesystem::path const& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  file_descriptor(file_descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  file_descriptor& operator=(file_descriptor&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  file_descriptor(file_descriptor const&) = delete;
+  file_descriptor& operator=(file_descriptor const&) = delete;
+  ~file_descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
 class mapped_dataset {
  public:
-  // `dataset` of `file` (opened from `path`), holding `bytes` bytes of
+  // `dataset` of `file` (whose bytes `fd` reads), holding `bytes` bytes of
   // elements of `memory_type`.
-  mapped_dataset(std::filesystem::path const& path, hid_t file, hid_t dataset, hid_t memory_type, std::size_t bytes) {
+  mapped_dataset(file_descriptor const& fd, hid_t file, hid_t dataset, hid_t memory_type, std::size_t bytes) {
     haddr_t const offset = bytes > 0 && mappable(file, dataset, memory_type) ? H5Dget_offset(dataset) : HADDR_UNDEF;
-    if (offset == HADDR_UNDEF || offset % H5Tget_size(memory_type) != 0) return;
-    int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
+    if (!fd.valid() || offset == HADDR_UNDEF || offset % H5Tget_size(memory_type) != 0) return;
     struct stat status{};
     auto const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     std::size_t const start = offset / page * page;  // mappings begin on a page
-    if (::fstat(fd, &status) == 0 && static_cast<std::size_t>(status.st_size) >= offset + bytes) {
+    if (::fstat(fd.get(), &status) == 0 && static_cast<std::size_t>(status.st_size) >= offset + bytes) {
       length_ = offset + bytes - start;
-      map_ = ::mmap(nullptr, length_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+      map_ = ::mmap(nullptr, length_, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(start));
       if (map_ != MAP_FAILED) data_ = static_cast<std::byte const*>(map_) + (offset - start);
     }
-    ::close(fd);  // the mapping keeps the file
   }
   mapped_dataset(mapped_dataset const&) = delete;
   mapped_dataset& operator=(mapped_dataset const&) = delete;
