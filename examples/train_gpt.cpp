@@ -41,12 +41,18 @@
 // any dp, tp, pp, ZeRO stage and rank count: the run's options come from
 // the checkpoint (giving one that differs is an error), the state is read
 // into this run's layouts and checked bit for bit against the saved one,
-// and the steps go on from the saved step to --steps.
+// and the steps go on from the saved step to --steps. --save-initial also
+// writes the state before the first step to DIR/initial.h5. Every flag is
+// checked before any work, and the folders before the first step; a job
+// holds its folders (DIR/lock, run_folder.hpp) and saves nothing once its
+// launcher is gone.
 #include <shardmesh/io/training_state.hpp>
 #include <shardmesh/shardmesh.hpp>
 #include <shardmesh/train/machine_pace.hpp>
 #include <shardmesh/train/memory_report.hpp>
 #include <shardmesh/train/pipeline_timeline.hpp>
+
+#include "run_folder.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -92,6 +98,8 @@ struct options {
   std::size_t warmup = 0, decay_steps = 0;  // decay_steps 0: a constant learning rate after the warm-up
   std::size_t bucket_kib = 64;
   std::uint64_t seed = 1;
+  bool save_initial = false;
+  pid_t launcher = 0;  // this rank's parent when the run started: its launcher
   bool micro_given = false, sequence_parallel = false, padded = false, check = false, quiet = false;
   std::vector<std::string> given;  // the run options given on the command line
 };
@@ -148,10 +156,10 @@ void take_run_options(options& o, std::string const& saved) {
     if (auto const eq = line.find('='); eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
   for_each_run_option(o, [&](char const* name, auto& value) {
     auto const at = values.find(name);
-    if (at == values.end()) throw checkpoint_error(std::string("train_gpt: the checkpoint has no option ") + name);
+    if (at == values.end()) throw checkpoint_error(std::string("the checkpoint has no option ") + name);
     if (std::find(o.given.begin(), o.given.end(), name) != o.given.end()) {
       if (option_text(value) != at->second)
-        throw invalid_option_error(std::string("train_gpt: --") + name + " " + option_text(value) +
+        throw invalid_option_error(std::string("--") + name + " " + option_text(value) +
                                    " differs from the checkpoint's " + at->second);
       return;
     }
@@ -216,7 +224,7 @@ parallel::schedule_kind schedule_of(std::string const& name) {
   for (auto k : {parallel::schedule_kind::gpipe, parallel::schedule_kind::one_f_one_b,
                  parallel::schedule_kind::interleaved, parallel::schedule_kind::zero_bubble})
     if (parallel::to_string(k) == name) return k;
-  throw invalid_option_error("train_gpt: no schedule " + name);
+  throw invalid_option_error("no schedule " + name);
 }
 
 // One training run on its own mesh: dp x pp x tp over `comm`, this rank's
@@ -253,8 +261,8 @@ class run {
     return trainer_.step(micro);
   }
   // The training state into file, replacing the checkpoint there once complete.
-  void save(std::filesystem::path const& file, std::size_t samples, std::string const& configuration) {
-    io::checkpoint_writer out(mesh_, file);
+  void save(std::filesystem::path const& file, std::size_t samples, std::string const& configuration, pid_t launcher) {
+    io::checkpoint_writer out(mesh_, file, {.abandon = [launcher] { return train_gpt::launcher_gone(launcher); }});
     io::save_training_state(
         out, trainer_,
         {.samples = static_cast<std::int64_t>(samples), .seed = o_.seed, .configuration = configuration});
@@ -266,7 +274,7 @@ class run {
     io::checkpoint_reader const in(mesh_, file);
     io::run_position const at = io::load_training_state(in, trainer_);
     if (io::training_state_digest(trainer_, mesh_) != in.value<std::uint64_t>("state_digest"))
-      throw corrupt_checkpoint_error("train_gpt: the state read from " + file.string() + " differs from the saved");
+      throw corrupt_checkpoint_error("the state read from " + file.string() + " differs from the saved");
     return static_cast<std::size_t>(at.step);
   }
 
@@ -372,7 +380,7 @@ void write_report(run<Model> const& r, std::size_t first_step, std::vector<doubl
     out << (c > 0 ? ", " : "") << '"' << key << "\": " << peak[c];
   }
   out << "}}\n";
-  if (!out) throw invalid_option_error("train_gpt: cannot write " + file);
+  if (!out) throw invalid_option_error("cannot write " + file);
 }
 
 template <class Model>
@@ -395,11 +403,16 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
                   saved.c_str(), first);
   }
   std::filesystem::path const to_save = o.save.empty() ? "" : std::filesystem::path(o.save) / "state.h5";
-  if (!o.save.empty()) {
-    std::error_code ignored;  // a folder that cannot be made is the checkpoint's error, on every rank
-    if (root) std::filesystem::create_directories(o.save, ignored);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
+  // A save, unless the job is being torn down: then this rank stops without starting one.
+  auto const save = [&](std::filesystem::path const& file, std::size_t step) {
+    if (train_gpt::launcher_gone(o.launcher)) {
+      std::fprintf(stderr, "train_gpt: the launcher is gone; stopping without saving step %zu\n", step);
+      std::_Exit(1);
+    }
+    distributed.save(file, step * b.global(), run_configuration(o, b.global()), o.launcher);
+    if (root && !o.quiet) std::printf("saved the state after step %zu to %s\n", step, file.c_str());
+  };
+  if (o.save_initial && o.resume.empty()) save(std::filesystem::path(o.save) / "initial.h5", 0);
   if (root)
     std::printf(
         "train_gpt: %zu ranks, dp=%zu x pp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu micro-steps x %zu "
@@ -440,10 +453,7 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
       std::printf("\n");
     }
     if (s == first) print_memory(distributed, "first");
-    if (!o.save.empty() && (s + 1 == o.steps || (o.every > 0 && (s + 1) % o.every == 0))) {
-      distributed.save(to_save, (s + 1) * b.global(), run_configuration(o, b.global()));
-      if (root && !o.quiet) std::printf("saved the state after step %zu to %s\n", s + 1, to_save.c_str());
-    }
+    if (!o.save.empty() && (s + 1 == o.steps || (o.every > 0 && (s + 1) % o.every == 0))) save(to_save, s + 1);
   }
   print_memory(distributed, "last");
   if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
@@ -456,6 +466,42 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
   return ok ? 0 : 1;
 }
 
+// Why the options cannot make a run on `ranks` ranks, naming the flag; empty when they can.
+std::string options_error(options const& o, std::size_t ranks) {
+  std::pair<char const*, std::size_t> const counts[] = {{"--dp", o.dp},
+                                                        {"--tp", o.tp},
+                                                        {"--pp", o.pp},
+                                                        {"--virtual", o.chunks},
+                                                        {"--micro-batch", o.micro},
+                                                        {"--accumulation", o.accumulation},
+                                                        {"--vocabulary", o.vocabulary},
+                                                        {"--hidden", o.hidden},
+                                                        {"--heads", o.heads},
+                                                        {"--head-size", o.head_size},
+                                                        {"--ffn", o.ffn},
+                                                        {"--layers", o.layers},
+                                                        {"--bucket-kib", o.bucket_kib}};
+  for (auto const& [flag, value] : counts)
+    if (value == 0) return std::string(flag) + " is 0; it must be at least 1";
+  if (o.dp * o.pp * o.tp != ranks)
+    return "--dp x --pp x --tp = " + std::to_string(o.dp) + " x " + std::to_string(o.pp) + " x " +
+           std::to_string(o.tp) + " = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
+           std::to_string(ranks) + " ranks";
+  if (o.model != "gpt" && o.model != "llama") return "--model " + o.model + " is neither gpt nor llama";
+  if (o.kv_heads > 0 && o.heads % o.kv_heads != 0)
+    return "--kv-heads " + std::to_string(o.kv_heads) + " does not divide --heads " + std::to_string(o.heads);
+  auto const bad = [](char const* flag, double value, char const* range) {
+    return std::string(flag) + " is " + option_text(value) + ", which is not " + range;
+  };
+  if (!std::isfinite(o.lr) || o.lr <= 0) return bad("--lr", o.lr, "positive");
+  if (!std::isfinite(o.clip) || o.clip < 0) return bad("--clip", o.clip, "0 (none) or positive");
+  if (!std::isfinite(o.weight_decay) || o.weight_decay < 0) return bad("--weight-decay", o.weight_decay, "0 or more");
+  if (!(o.lr_floor >= 0 && o.lr_floor <= 1)) return bad("--lr-floor", o.lr_floor, "in [0, 1]");
+  if (!(o.rope_base > 1) || !std::isfinite(o.rope_base)) return bad("--rope-base", o.rope_base, "above 1");
+  if (o.save_initial && o.save.empty()) return "--save-initial needs --save";
+  return {};
+}
+
 // The run's options (from the checkpoint when resuming: they make the model), then the model's run.
 int train(options o) {
   auto const ranks = static_cast<std::size_t>([] {
@@ -463,23 +509,38 @@ int train(options o) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     return n;
   }());
-  if (o.dp * o.pp * o.tp != ranks)
-    throw invalid_mesh_error("train_gpt: dp x pp x tp = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
-                             std::to_string(ranks) + " ranks");
+  if (std::string const why = options_error(o, ranks); !why.empty()) throw invalid_option_error(why);
   std::filesystem::path const saved = o.resume.empty() ? "" : std::filesystem::path(o.resume) / "state.h5";
-  if (!o.resume.empty())
+  // The folders: held by this job (a live job's folder is refused), checked before any work.
+  train_gpt::folder_lock resume_lock, save_lock;
+  if (!o.resume.empty()) resume_lock = train_gpt::folder_lock(o.resume);
+  if (!o.save.empty()) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::string const why = train_gpt::from_rank_zero(rank == 0 ? train_gpt::save_folder_error(o.save) : "");
+    if (!why.empty()) throw checkpoint_error(why);
+    if (std::filesystem::weakly_canonical(o.save) !=
+        std::filesystem::weakly_canonical(o.resume.empty() ? "" : o.resume))
+      save_lock = train_gpt::folder_lock(o.save);
+  }
+  if (!o.resume.empty()) {
     take_run_options(
         o,
         io::checkpoint_reader(device_mesh(MPI_COMM_WORLD, mesh_shape{{"ranks", ranks}}), saved).text("configuration"));
+    if (std::string const why = options_error(o, ranks); !why.empty()) throw invalid_option_error(why);
+  }
   if (o.model == "gpt") return train<gpt_type>(o, ranks, saved);
-  if (o.model == "llama") return train<llama_type>(o, ranks, saved);
-  throw invalid_option_error("train_gpt: --model " + o.model + " is neither gpt nor llama");
+  return train<llama_type>(o, ranks, saved);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   options o;
+  o.launcher = ::getppid();
   CLI::App app("Trains a small GPT with data, tensor and state (ZeRO) parallelism on a generated task.");
   app.add_option("--dp", o.dp, "data-parallel replicas")->capture_default_str();
   app.add_option("--tp", o.tp, "tensor-parallel degree")->capture_default_str();
@@ -527,22 +588,27 @@ int main(int argc, char** argv) {
                  "write step times, the machine's pace, losses and peak memory per category (JSON) to this file");
   app.add_option("--save", o.save, "write the training state to DIR/state.h5 after the last step");
   app.add_option("--every", o.every, "and after every K steps")->needs("--save");
+  app.add_flag("--save-initial", o.save_initial, "also write the state before the first step to DIR/initial.h5");
   app.add_option("--resume", o.resume, "continue from DIR/state.h5 (the run's options come from there)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {  // a usage error, or --help: printed once
+    std::ostringstream elsewhere;
+    int const code = rank == 0 ? app.exit(e) : app.exit(e, elsewhere, elsewhere);
+    MPI_Finalize();
+    return code;
+  }
   o.micro_given = app.count("--micro-batch") > 0;
   for_each_run_option(o, [&](char const* name, auto const&) {
     if (app.count(std::string("--") + name) > 0) o.given.push_back(name);
   });
 
-  MPI_Init(&argc, &argv);
   int status = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     try {
       status = train(o);
     } catch (shardmesh::error const& e) {  // raised alike on every rank
-      int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       if (rank == 0) std::fprintf(stderr, "train_gpt: %s\n", e.what());
       status = 1;
     }

@@ -122,6 +122,11 @@ struct write_options {
   // either the previous checkpoint or the new one whole. Off by default: it
   // waits for the disk (a crash of the program is covered without it).
   bool durable = false;
+  // Asked on rank 0 just before the rename: true abandons the save (the
+  // previous checkpoint stays, the temporary file goes) with a
+  // checkpoint_error on every rank. An application passes whether its job
+  // is being torn down (its launcher gone), so that no save completes after.
+  std::function<bool()> abandon = {};
 };
 
 class checkpoint_writer {
@@ -262,6 +267,12 @@ class checkpoint_writer {
     if (options_.durable)
       detail::agree_ok(comm(), detail::sync_to_storage(temporary_path(path_), false),
                        "checkpoint: cannot flush " + temporary_path(path_).string() + " to the storage");
+    bool const abandoned = mesh_.rank() == 0 && options_.abandon && options_.abandon();
+    if (abandoned) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary_path(path_), ignored);
+    }
+    detail::agree_ok(comm(), !abandoned, "checkpoint: the save to " + path_.string() + " was abandoned");
     std::error_code moved;
     if (mesh_.rank() == 0) std::filesystem::rename(temporary_path(path_), path_, moved);
     detail::agree_ok(comm(), !moved,
