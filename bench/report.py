@@ -35,7 +35,7 @@ PIPELINE_MARKERS = ("<!-- pipeline results begin -->", "<!-- pipeline results en
 PIPELINE_KINDS = ("p2p", "pipeline")
 CHECKPOINT_MARKERS = ("<!-- checkpoint results begin -->", "<!-- checkpoint results end -->")
 CHECKPOINT_KINDS = ("save", "load")
-SIZES = {"64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
+SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 

@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -230,7 +231,22 @@ class checkpoint_writer {
     }
     detail::agree_ok<mismatched_tensor_error>(comm(), conflict.empty(),
                                               "checkpoint: two different tensors were queued as \"" + conflict + "\"");
-    for (auto const& [name, d] : all) write_dataset(d);
+    // Every dataset created and written, then one reduction of all their
+    // box sums and one verdict: a checkpoint of many small tensors pays a
+    // few collectives per flush, not a few per tensor.
+    std::vector<detail::dataset_handle> datasets;
+    std::vector<box_sum> sums;
+    std::string failed;  // this rank's first failure
+    for (auto const& [name, d] : all) datasets.push_back(create_and_write(d, sums, failed));
+    detail::agree_ok(comm(), failed.empty(), failed);
+    detail::sum_up(comm(), sums);
+    std::size_t first_box = 0;
+    auto dataset = datasets.begin();
+    for (auto const& [name, d] : all) {
+      write_attributes(*dataset++, d, std::span<box_sum const>(sums).subspan(first_box, d.boxes), failed);
+      first_box += d.boxes;
+    }
+    detail::agree_ok(comm(), failed.empty(), failed);
     queued_.clear();
   }
 
@@ -305,8 +321,10 @@ class checkpoint_writer {
     values_checksum_ += digest;
   }
 
-  // Collective: one dataset, written by the ranks that queued it.
-  void write_dataset(detail::dataset_description const& d) {
+  // Collective: creates the dataset d and writes this rank's part of it (if
+  // it holds one), adding its box sums to `sums`; the first failure goes to `failed`.
+  detail::dataset_handle create_and_write(detail::dataset_description const& d, std::vector<box_sum>& sums,
+                                          std::string& failed) {
     detail::dataset_part const* part = nullptr;
     for (detail::dataset_part const& p : queued_)
       if (p.description.name == d.name) part = &p;
@@ -318,32 +336,41 @@ class checkpoint_writer {
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     detail::properties_handle const dcpl(H5Pcreate(H5P_DATASET_CREATE));
     H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every element is written
-    detail::dataset_handle const dataset(
+    detail::dataset_handle dataset(
         H5Dcreate2(file_.get(), d.name.c_str(), type.get(), file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
-    detail::agree_ok(comm(), dataset.valid(), "checkpoint: cannot create the dataset \"" + d.name + "\"");
-
-    // Piece by piece: checksummed, then written while it is in the cache.
-    std::vector<box_sum> sums(d.boxes);
-    bool ok = true;
-    if (part != nullptr && part->writes) {
-      std::vector<hsize_t> local = part->local_extents;
-      std::size_t const rows = local[0], row_bytes = detail::row_bytes(H5Tget_size(type.get()), local);
-      detail::properties_handle const dxpl = detail::independent_transfer();
-      std::size_t const pieces = detail::piece_count(rows, row_bytes, detail::checked_piece_bytes);
-      for (std::size_t k = 0; k < pieces; ++k) {
-        interval const piece = detail::piece_rows(k, rows, row_bytes, detail::checked_piece_bytes);
-        local[0] = piece.size();
-        if (row_bytes == 0 || part->select(file_space.get(), piece) == 0) continue;
-        detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));
-        part->checksum(piece, sums);
-        ok = H5Dwrite(dataset.get(), type.get(), memory_space.get(), file_space.get(), dxpl.get(),
-                      part->data.get() + piece.begin * row_bytes) >= 0 &&
-             ok;
-      }
+    std::size_t const first_box = sums.size();
+    sums.resize(first_box + d.boxes);
+    auto const fail = [&](std::string const& why) {
+      if (failed.empty()) failed = why;
+    };
+    if (!dataset.valid()) {
+      fail("checkpoint: cannot create the dataset \"" + d.name + "\"");
+      return dataset;
     }
-    detail::agree_ok(comm(), ok, "checkpoint: writing the dataset \"" + d.name + "\" failed");
-    detail::sum_up(comm(), sums);
+    if (part == nullptr || !part->writes) return dataset;
+    // Piece by piece: checksummed, then written while it is in the cache.
+    std::vector<box_sum> mine(d.boxes);
+    std::vector<hsize_t> local = part->local_extents;
+    std::size_t const rows = local[0], row_bytes = detail::row_bytes(H5Tget_size(type.get()), local);
+    detail::properties_handle const dxpl = detail::independent_transfer();
+    std::size_t const pieces = detail::piece_count(rows, row_bytes, detail::checked_piece_bytes);
+    for (std::size_t k = 0; k < pieces; ++k) {
+      interval const piece = detail::piece_rows(k, rows, row_bytes, detail::checked_piece_bytes);
+      local[0] = piece.size();
+      if (row_bytes == 0 || part->select(file_space.get(), piece) == 0) continue;
+      detail::space_handle const memory_space(H5Screate_simple(rank, local.data(), nullptr));
+      part->checksum(piece, mine);
+      if (H5Dwrite(dataset.get(), type.get(), memory_space.get(), file_space.get(), dxpl.get(),
+                   part->data.get() + piece.begin * row_bytes) < 0)
+        fail("checkpoint: writing the dataset \"" + d.name + "\" failed");
+    }
+    std::copy(mine.begin(), mine.end(), sums.begin() + static_cast<std::ptrdiff_t>(first_box));
+    return dataset;
+  }
 
+  // Collective: d's attributes, its box sums reduced over the ranks.
+  static void write_attributes(detail::dataset_handle const& dataset, detail::dataset_description const& d,
+                               std::span<box_sum const> sums, std::string& failed) {
     detail::write_text_attribute(dataset.get(), "layout", d.layout);
     detail::write_text_attribute(dataset.get(), "mesh", d.mesh);
     detail::write_text_attribute(dataset.get(), "element_type", d.element);
@@ -351,8 +378,8 @@ class checkpoint_writer {
     detail::space_handle const sums_space(H5Screate_simple(2, boxes, nullptr));
     detail::attribute_handle const a(
         H5Acreate2(dataset.get(), "box_checksums", H5T_STD_U64LE, sums_space.get(), H5P_DEFAULT, H5P_DEFAULT));
-    detail::agree_ok(comm(), H5Awrite(a.get(), H5T_NATIVE_UINT64, sums.data()) >= 0,
-                     "checkpoint: writing the attributes of \"" + d.name + "\" failed");
+    if (H5Awrite(a.get(), H5T_NATIVE_UINT64, sums.data()) < 0 && failed.empty())
+      failed = "checkpoint: writing the attributes of \"" + d.name + "\" failed";
   }
 
   device_mesh mesh_;

@@ -22,16 +22,19 @@
 #include "shardmesh/io/checkpoint_reader.hpp"
 #include "shardmesh/io/checkpoint_writer.hpp"
 #include "shardmesh/strategy/counter_random.hpp"
-#include "shardmesh/tensor/gather.hpp"
 #include "shardmesh/train/trainer.hpp"
 
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <array>
 #include <bit>
 #include <charconv>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace shardmesh::io {
 
@@ -88,18 +91,28 @@ run_position load_training_state(checkpoint_reader const& in, parallel::trainer<
   return at;
 }
 
-// A digest of the whole training state, gathered: the same under every
-// layout, mesh and ZeRO stage when the state is the same bit for bit. A
-// resumed run compares its own with the saving run's. Collective over the
-// trainer's mesh.
+// A digest of the whole training state: the same under every layout, mesh
+// and ZeRO stage when the state is the same bit for bit. A resumed run
+// compares its own with the saving run's. Each tensor's whole-array
+// checksum (box_checksum.hpp, the array as one box) weighted by a hash of
+// its name, all summed: every rank adds the elements of its blocks that it
+// is the first to hold (each element once), and one all-reduce adds the
+// ranks' shares, with no tensor gathered. Collective over the trainer's mesh.
 template <class Model>
 std::uint64_t training_state_digest(parallel::trainer<Model>& trainer, device_mesh const& mesh) {
-  std::uint64_t digest = 0;  // a sum over tensors: the order stages visit them in does not matter
+  std::uint64_t digest = 0;
   trainer.for_each_state([&](std::string const& name, auto const& x) {
-    auto const whole = gather(x, 0);
-    if (x.mesh().rank() != 0) return;
-    box_sum const sums = run_checksum(whole.data(), whole.size(), 0);
-    digest += parallel::mix64(detail::text_hash(name) ^ parallel::mix64(sums.words ^ parallel::mix64(sums.weighted)));
+    mesh_shape const& shape = x.mesh().shape();
+    if (!detail::counts_its_shard(shape, x.bound(), x.mesh().rank())) return;
+    auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.local());
+    using T = typename std::remove_cvref_t<decltype(x)>::value_type;
+    bound_layout whole;  // one box, the whole array
+    whole.rank = x.bound().rank;
+    std::vector<box_sum> sums(1);
+    add_to_box_checksums(std::span<T const>(host.data(), host.size()), shape, x.bound(), x.global_extents(),
+                         x.mesh().rank(), interval{0, host.extent(0)}, box_grid{mesh_shape{{"whole", 1}}, whole}, sums);
+    std::uint64_t const h = detail::text_hash(name);
+    digest += (parallel::mix64(h) | 1) * sums[0].words + (parallel::mix64(h + 1) | 1) * sums[0].weighted;
   });
   MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_SUM, mesh.comm().get());
   return digest;
