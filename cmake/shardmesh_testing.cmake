@@ -3,6 +3,9 @@
 
 set(SHARDMESH_TEST_RANKS 1 2 4 8 CACHE STRING "Default MPI rank counts for shardmesh's tests")
 set(SHARDMESH_TEST_TIMEOUT 300 CACHE STRING "Default timeout in seconds of one MPI test run")
+# Every timeout is multiplied by this: sanitized debug builds run the same
+# tests several times slower (the debug-asan preset sets 4).
+set(SHARDMESH_TEST_TIMEOUT_SCALE 1 CACHE STRING "Factor applied to every test's timeout")
 
 # Open MPI refuses to start more ranks than cores unless told; MPICH rejects
 # the flag. Set it through MPIEXEC_PREFLAGS, once, only for Open MPI, and
@@ -73,10 +76,12 @@ function(shardmesh_add_expected_failure_test)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
+  math(EXPR arg_TIMEOUT "${arg_TIMEOUT} * ${SHARDMESH_TEST_TIMEOUT_SCALE}")
   add_test(NAME ${arg_NAME}
     COMMAND ${CMAKE_COMMAND} "-DPATTERN=${arg_PATTERN}" -DTIMEOUT=${arg_TIMEOUT}
             -P ${SHARDMESH_EXPECT_FAILURE_SCRIPT} -- ${arg_COMMAND})
-  # The script enforces TIMEOUT itself; ctest's is a backstop.
+  # The script enforces TIMEOUT itself; ctest's is a backstop (scaled again
+  # by shardmesh_scale_test_timeouts, which only lengthens it).
   math(EXPR backstop "${arg_TIMEOUT} + 30")
   set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT ${backstop} ENVIRONMENT "${arg_ENVIRONMENT}")
 endfunction()
@@ -137,4 +142,29 @@ function(shardmesh_add_compile_test)
   shardmesh_target_warnings(${arg_TARGET})
   add_test(NAME ${arg_NAME} COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${arg_TARGET} --config $<CONFIG>)
   set_tests_properties(${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree TIMEOUT 600)
+endfunction()
+
+# shardmesh_scale_test_timeouts(<dir>): multiplies the TIMEOUT of every test
+# registered in <dir> and below by SHARDMESH_TEST_TIMEOUT_SCALE. Called once,
+# after every test is added.
+function(shardmesh_scale_test_timeouts dir)
+  if(SHARDMESH_TEST_TIMEOUT_SCALE EQUAL 1)
+    return()
+  endif()
+  if(CMAKE_VERSION VERSION_LESS 3.28)
+    message(FATAL_ERROR "SHARDMESH_TEST_TIMEOUT_SCALE needs CMake 3.28 or newer (set_tests_properties DIRECTORY)")
+  endif()
+  get_property(tests DIRECTORY ${dir} PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    get_test_property(${test} TIMEOUT DIRECTORY ${dir} timeout)
+    if(NOT timeout)
+      set(timeout 1500)  # ctest's default
+    endif()
+    math(EXPR timeout "${timeout} * ${SHARDMESH_TEST_TIMEOUT_SCALE}")
+    set_tests_properties(${test} DIRECTORY ${dir} PROPERTIES TIMEOUT ${timeout})
+  endforeach()
+  get_property(subdirectories DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory IN LISTS subdirectories)
+    shardmesh_scale_test_timeouts(${subdirectory})
+  endforeach()
 endfunction()

@@ -200,6 +200,37 @@ marks marks_of(block_grid const& before, block_grid const& after) {
   return m;
 }
 
+// One swatch per rank with its mesh coordinates, as many to a row as fit.
+class rank_legend {
+ public:
+  rank_legend(mesh_shape const& mesh, double width) {
+    for (std::size_t rank = 0; rank < mesh.size(); ++rank) {
+      entries_.push_back("rank " + std::to_string(rank) + ": " + coordinates_text(mesh, rank));
+      item_ = std::max(item_, 22 + text_width(entries_.back(), 11) + 18);
+    }
+    per_row_ = std::max<std::size_t>(1, static_cast<std::size_t>((width - 2 * margin) / item_));
+  }
+
+  [[nodiscard]] std::size_t rows() const { return (entries_.size() + per_row_ - 1) / per_row_; }
+
+  [[nodiscard]] std::string draw(double top) const {
+    std::string out;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      double const x = margin + item_ * static_cast<double>(i % per_row_);
+      double const y = top + 22 * static_cast<double>(i / per_row_);
+      out += "<rect x=\"" + num(x) + "\" y=\"" + num(y - 12) + "\" width=\"16\" height=\"16\" fill=\"" + colour(i) +
+             "\" stroke=\"#222\"/>\n";
+      out += text(x + 22, y + 1, 11, entries_[i]);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::string> entries_;
+  double item_ = 0;
+  std::size_t per_row_ = 1;
+};
+
 }  // namespace
 
 std::string svg(request const& r, plan_report const& p, block_grid const& before, block_grid const& after) {
@@ -230,21 +261,14 @@ std::string svg(request const& r, plan_report const& p, block_grid const& before
   double width = margin + left_width + gap + middle + gap + right_width + margin;
   for (std::string const& s : summary) width = std::max(width, 2 * margin + text_width(s, 12));
   width = std::max(width, 2 * margin + text_width(title, 15));
-  std::vector<std::string> legend;
-  double item = 0;
-  for (std::size_t rank = 0; rank < r.mesh.size(); ++rank) {
-    legend.push_back("rank " + std::to_string(rank) + ": " + coordinates_text(r.mesh, rank));
-    item = std::max(item, 22 + text_width(legend.back(), 11) + 18);
-  }
-  std::size_t const per_row = std::max<std::size_t>(1, static_cast<std::size_t>((width - 2 * margin) / item));
-  std::size_t const legend_rows = (legend.size() + per_row - 1) / per_row;
+  rank_legend const legend(r.mesh, width);
 
   double const title_y = margin + 15;
   double const panel_title_y = title_y + 30;
   double const body_y = panel_title_y + 12;
   double const summary_y = body_y + body + 30;
   double const legend_y = summary_y + 18 * static_cast<double>(summary.size()) + 12;
-  double const notes_y = legend_y + 22 * static_cast<double>(legend_rows) + 8;
+  double const notes_y = legend_y + 22 * static_cast<double>(legend.rows()) + 8;
   double const height = notes_y + 18 * static_cast<double>(notes.size()) + margin - 20;
 
   std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
@@ -275,13 +299,7 @@ std::string svg(request const& r, plan_report const& p, block_grid const& before
 
   for (std::size_t i = 0; i < summary.size(); ++i)
     out += text(margin, summary_y + 18 * static_cast<double>(i), 12, summary[i]);
-  for (std::size_t i = 0; i < legend.size(); ++i) {
-    double const x = margin + item * static_cast<double>(i % per_row);
-    double const ly = legend_y + 22 * static_cast<double>(i / per_row);
-    out += "<rect x=\"" + num(x) + "\" y=\"" + num(ly - 12) + "\" width=\"16\" height=\"16\" fill=\"" + colour(i) +
-           "\" stroke=\"#222\"/>\n";
-    out += text(x + 22, ly + 1, 11, legend[i]);
-  }
+  out += legend.draw(legend_y);
   for (std::size_t i = 0; i < notes.size(); ++i)
     out += text(margin, notes_y + 18 * static_cast<double>(i), 11, notes[i], "fill=\"#444\"");
   return out + "</svg>\n";

@@ -150,6 +150,58 @@ inline simulated_tensor reduced(simulated_tensor const& t) {
   return out;
 }
 
+namespace detail {
+
+// Slice, all-gather and all-to-all: each element of r's new shard from r
+// itself if it holds it, else from the group member that does (the one that
+// differs from r only on group axes).
+inline void simulate_moves(plan_step const& s, simulated_tensor const& t, std::size_t r, std::vector<double>& next,
+                           simulated_traffic& traffic) {
+  mesh_shape const& mesh = t.mesh;
+  mesh_coordinates const c = coordinates_of(mesh, r);
+  detail::for_each_local(mesh, s.after, t.global, r, [&](std::size_t local, tensor_index const& g) {
+    mesh_coordinates holder = c;
+    tensor_index at{};
+    for (std::size_t d = 0; d < s.before.rank; ++d) {
+      dim_location const where = locate(mesh, s.before.dims[d], t.global[d], g[d]);
+      holder = moved_to_index(s.before.dims[d], where, holder);
+      at[d] = where.local;
+    }
+    for (std::size_t a = 0; a < mesh.ndim; ++a)
+      if (holder[a] != c[a] && !s.axes.contains(a))
+        throw std::logic_error("simulate: " + std::string(to_string(mesh, s).view()) +
+                               " needs data from outside its group");
+    std::size_t const q = rank_of(mesh, holder);
+    tensor_index const held = local_extents(mesh, s.before, t.global, q);
+    next[local] = t.shards[q][detail::flat_index(held, at, s.before.rank)];
+    if (q != r) {
+      ++traffic.received[r];
+      ++traffic.sent[q];
+    }
+  });
+}
+
+// Every member holds r's new shard within its (larger) old one.
+inline void simulate_reduce_scatter(plan_step const& s, simulated_tensor const& t, std::size_t r,
+                                    std::vector<std::size_t> const& members, std::vector<double>& next,
+                                    simulated_traffic& traffic) {
+  mesh_shape const& mesh = t.mesh;
+  std::size_t const n = members.size();
+  tensor_index const old = local_extents(mesh, s.before, t.global, r);
+  std::fill(next.begin(), next.end(), detail::identity(s.before.op));
+  detail::for_each_local(mesh, s.after, t.global, r, [&](std::size_t local, tensor_index const& g) {
+    tensor_index at{};
+    for (std::size_t d = 0; d < s.before.rank; ++d) at[d] = locate(mesh, s.before.dims[d], t.global[d], g[d]).local;
+    for (std::size_t q : members)
+      next[local] = detail::combine(s.before.op, next[local], t.shards[q][detail::flat_index(old, at, s.before.rank)]);
+  });
+  traffic.received[r] += (n - 1) * next.size();
+  for (std::size_t q : members)
+    if (q != r) traffic.sent[q] += next.size();
+}
+
+}  // namespace detail
+
 // Executes one step in place and adds its traffic. Throws std::logic_error
 // if the step asks a rank for data no rank of its group holds.
 inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic& traffic) {
@@ -164,29 +216,7 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
       case step_kind::all_gather:
       case step_kind::all_to_all:
       case step_kind::all_to_all_v: {
-        // Each element from r itself if it holds it, else from the group
-        // member that does (the one that differs from r only on group axes).
-        mesh_coordinates const c = coordinates_of(mesh, r);
-        detail::for_each_local(mesh, s.after, t.global, r, [&](std::size_t local, tensor_index const& g) {
-          mesh_coordinates holder = c;
-          tensor_index at{};
-          for (std::size_t d = 0; d < s.before.rank; ++d) {
-            dim_location const where = locate(mesh, s.before.dims[d], t.global[d], g[d]);
-            holder = moved_to_index(s.before.dims[d], where, holder);
-            at[d] = where.local;
-          }
-          for (std::size_t a = 0; a < mesh.ndim; ++a)
-            if (holder[a] != c[a] && !s.axes.contains(a))
-              throw std::logic_error("simulate: " + std::string(to_string(mesh, s).view()) +
-                                     " needs data from outside its group");
-          std::size_t const q = rank_of(mesh, holder);
-          tensor_index const held = local_extents(mesh, s.before, t.global, q);
-          next[r][local] = t.shards[q][detail::flat_index(held, at, s.before.rank)];
-          if (q != r) {
-            ++traffic.received[r];
-            ++traffic.sent[q];
-          }
-        });
+        detail::simulate_moves(s, t, r, next[r], traffic);
         break;
       }
       case step_kind::all_reduce: {
@@ -201,20 +231,7 @@ inline void simulate(plan_step const& s, simulated_tensor& t, simulated_traffic&
         break;
       }
       case step_kind::reduce_scatter: {
-        // Every member holds r's new shard within its (larger) old one.
-        tensor_index const old = local_extents(mesh, s.before, t.global, r);
-        std::fill(next[r].begin(), next[r].end(), detail::identity(s.before.op));
-        detail::for_each_local(mesh, s.after, t.global, r, [&](std::size_t local, tensor_index const& g) {
-          tensor_index at{};
-          for (std::size_t d = 0; d < s.before.rank; ++d)
-            at[d] = locate(mesh, s.before.dims[d], t.global[d], g[d]).local;
-          for (std::size_t q : members)
-            next[r][local] =
-                detail::combine(s.before.op, next[r][local], t.shards[q][detail::flat_index(old, at, s.before.rank)]);
-        });
-        traffic.received[r] += (n - 1) * next[r].size();
-        for (std::size_t q : members)
-          if (q != r) traffic.sent[q] += next[r].size();
+        detail::simulate_reduce_scatter(s, t, r, members, next[r], traffic);
         break;
       }
       case step_kind::to_partial: {
