@@ -151,3 +151,65 @@ TEST_CASE("bad products are refused on every rank before any communication", "[o
   CHECK_THROWS_AS(ops::einsum_add<"ik,kj->ij">(maxima, x, v), invalid_layout_error);
   CHECK(mesh.counters().total().calls == 0);
 }
+
+// SUMMA where gathering whole panels would hold more than the operands: the
+// algebra's choice pinned at compile time, both ways.
+constexpr mesh_shape grid{{"r", 2}, {"c", 2}};
+constexpr layout blocks{shard("r"), shard("c")};
+static_assert(static_product<grid, "ik,kj->ij", blocks, blocks, std::array<std::size_t, 2>{640, 480},
+                             std::array<std::size_t, 2>{480, 400}>()
+                  .algorithm == product_algorithm::summa);
+static_assert(static_product<grid, "ik,kj->ij", layout{cyclic(4, "r"), cyclic(4, "c")}, blocks,
+                             std::array<std::size_t, 2>{640, 480}, std::array<std::size_t, 2>{480, 400}>()
+                  .algorithm == product_algorithm::summa);
+// Small operands gathered whole are cheaper than streaming them: gather.
+static_assert(
+    static_product<mesh_shape{{"r", 2}}, "ik,kj->ij", layout{replicated, replicated}, layout{shard("r"), replicated},
+                   std::array<std::size_t, 2>{4, 4}, std::array<std::size_t, 2>{4, 4}>()
+        .algorithm == product_algorithm::gather);
+
+TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its workspace within its bound",
+          "[ops][einsum][summa]") {
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  std::vector<mesh_shape> shapes{mesh_shape{{"r", ranks}, {"c", 1}}, mesh_shape{{"r", 1}, {"c", ranks}}};
+  if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 2}, {"c", ranks / 2}});
+  std::vector<layout> const layouts{layout{shard("r"), shard("c")}, layout{cyclic(2, "r"), cyclic(3, "c")},
+                                    layout{shard("r", "c"), replicated}, layout{replicated, cyclic(5, "r", "c")}};
+  std::size_t streamed = 0;
+  for (mesh_shape const& shape : shapes) {
+    device_mesh const mesh(MPI_COMM_WORLD, shape);
+    // Small limits make these small products stream, in strips of 1 to a few indices.
+    for (std::uint64_t const limit : {std::uint64_t{1}, std::uint64_t{200}, std::uint64_t{0}}) {
+      compute_cost_model model;
+      model.workspace_limit = limit;
+      ops::set_compute_cost_model(mesh, model);
+      for (auto const& [m, k, n] : {std::array<std::size_t, 3>{33, 40, 29}, {7, 9, 5}, {3, 1, 2}}) {
+        auto const ga = test::pseudo_random(m * k, 1);
+        auto const gb = test::pseudo_random(k * n, 2);
+        tensor_index ec{};
+        auto const want = test::einsum(parse_contraction("ik,kj->ij"), ga, extents({m, k}), gb, extents({k, n}), ec);
+        for (layout const& la : layouts)
+          for (layout const& lb : layouts) {
+            INFO(to_string(shape).view() << ": " << to_string(la).view() << " x " << to_string(lb).view() << ", " << m
+                                         << "x" << k << "x" << n << ", workspace limit " << limit);
+            auto const a = test::make<2>(mesh, la, extents({m, k}), ga);
+            auto const b = test::make<2>(mesh, lb, extents({k, n}), gb);
+            op_layouts const plan = ops::planned_product<"ik,kj->ij">(a, b);
+            workspace<Kokkos::HostSpace>& pool = workspace_of<Kokkos::HostSpace>(mesh);
+            pool.reset_peak();
+            auto const c = ops::einsum<"ik,kj->ij">(a, b);
+            std::size_t const leased = pool.peak_leased_bytes();  // before gathering c leases its own
+            test::require_close(test::values_of(c), want, tolerance);
+            if (plan.algorithm != product_algorithm::summa) continue;
+            REQUIRE(plan.strip >= 1);
+            // The strips' buffers, within the bound the plan states (the result is the op's own).
+            REQUIRE(leased > 0);
+            REQUIRE(leased <= plan.workspace * sizeof(double));
+            ++streamed;
+          }
+      }
+    }
+    ops::set_compute_cost_model(mesh, {});
+  }
+  if (ranks > 1) CHECK(streamed > 0);
+}

@@ -22,6 +22,7 @@
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/planner.hpp"
+#include "shardmesh/algebra/product_algorithm.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/algebra/validation.hpp"
@@ -43,6 +44,12 @@ struct op_layouts {
   std::uint64_t cost = 0;  // elements a rank receives, plus latency, over every move
   std::uint64_t work = 0;  // the local compute, in the same units (products only)
   fixed_text why;          // when !ok: why no layouts fit
+  // Products only: how the layouts run (product_algorithm.hpp), summa's
+  // strip width, and the extra elements the busiest rank holds meanwhile
+  // (the gathered operands, or summa's strips).
+  product_algorithm algorithm = product_algorithm::gather;
+  std::size_t strip = 0;
+  std::uint64_t workspace = 0;
 };
 
 // The price of moving data, in elements a rank receives: each communicating
@@ -54,6 +61,10 @@ struct op_layouts {
 struct compute_cost_model {
   std::uint64_t latency_elements = 4096;
   std::uint64_t flops_per_element = 64;
+  // The extra elements a product may hold on a rank beyond its operands and
+  // result (product_algorithm.hpp); 0: as many as its larger operand's
+  // shard, and at least 64 Ki.
+  std::uint64_t workspace_limit = 0;
 };
 
 enum class elementwise_kind : unsigned char {
@@ -295,6 +306,86 @@ template <class Rule, class Work>
   return first;
 }
 
+// "ik,kj->ij": rank-2 operands, A's last dimension contracted with B's first.
+[[nodiscard]] constexpr bool matrix_product_form(contraction const& k) {
+  return k.a.size() == 2 && k.b.size() == 2 && k.c.size() == 2 && k.a.chars[1] == k.b.chars[0] &&
+         k.c.chars[0] == k.a.chars[0] && k.c.chars[1] == k.b.chars[1] && k.a.chars[0] != k.b.chars[1];
+}
+
+// The extra elements the busiest rank holds for a product planned as r from
+// a and b: the operands where they moved, and the result before its move.
+[[nodiscard]] constexpr std::uint64_t product_workspace(mesh_shape const& mesh, bound_layout const& a,
+                                                        bound_layout const& b, std::span<std::size_t const> ea,
+                                                        std::span<std::size_t const> eb,
+                                                        std::span<std::size_t const> ec, op_layouts const& r) {
+  return (r.a != a ? largest_shard(mesh, r.a, ea) : 0) + (r.b != b ? largest_shard(mesh, r.b, eb) : 0) +
+         (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
+}
+
+// The SUMMA plan of a matrix product from a and b (normalised, not partial,
+// k sharded in at least one): k gathered in both as far as the rule goes,
+// the operands streamed in strips instead of moved; !ok if the product
+// rule refuses those layouts.
+[[nodiscard]] constexpr op_layouts summa_plan(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
+                                              bound_layout const& b, std::span<std::size_t const> ea,
+                                              std::span<std::size_t const> eb, std::span<std::size_t const> ec,
+                                              bound_layout const* requested, compute_cost_model model,
+                                              std::uint64_t limit) {
+  bound_layout const whole_a = normalized(mesh, without_axes(a, dim_axes(a.dims[1])));
+  bound_layout const whole_b = normalized(mesh, without_axes(b, dim_axes(b.dims[0])));
+  op_layouts r = product_rule(mesh, k, whole_a, whole_b);
+  // The strips are a's and b's rows and columns as they are: nothing else may move.
+  if (!r.ok || normalized(mesh, r.a) != whole_a || normalized(mesh, r.b) != whole_b) return op_layouts{};
+  r.c = normalized(mesh, r.c);
+  r.out = requested != nullptr ? normalized(mesh, *requested) : r.c;
+  std::uint64_t const result_move = move_cost(mesh, r.c, r.out, elements(ec), model);
+  if (result_move == ~std::uint64_t{0}) return op_layouts{};
+  mesh_coordinates const busiest{};  // block shards are largest at coordinate 0
+  std::size_t const extent = ea[1];
+  std::size_t const rows = local_extent(mesh, a.dims[0], ea[0], busiest);
+  std::size_t const cols = local_extent(mesh, b.dims[1], eb[1], busiest);
+  r.strip = summa_width(rows, cols, extent, model.latency_elements, limit);
+  // The gathers' bytes, in one broadcast per strip and operand whose k is sharded.
+  std::uint64_t const received = rows * (extent - local_extent(mesh, a.dims[1], extent, busiest)) +
+                                 cols * (extent - local_extent(mesh, b.dims[0], extent, busiest));
+  std::uint64_t const broadcasting = (a.dims[1].count != 0 ? 1U : 0U) + (b.dims[0].count != 0 ? 1U : 0U);
+  std::uint64_t const messages = strip_count(mesh, a.dims[1], b.dims[0], extent, r.strip) * broadcasting;
+  r.cost = received + messages * model.latency_elements + result_move;
+  r.algorithm = product_algorithm::summa;
+  r.workspace = 2 * (rows + cols) * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
+  return r;
+}
+
+// Workspace every product may use whatever its operands: 64 Ki elements.
+inline constexpr std::uint64_t small_workspace = std::uint64_t{1} << 16;
+
+// Of the cheapest plan r and, for a matrix product whose k is sharded, the
+// SUMMA plan: the cheaper in moves plus work of those whose workspace fits
+// the model's limit (by default the larger operand's shard, or
+// small_workspace if more), else the one needing less workspace.
+[[nodiscard]] constexpr op_layouts choose_algorithm(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
+                                                    bound_layout const& b, std::span<std::size_t const> ea,
+                                                    std::span<std::size_t const> eb, std::span<std::size_t const> ec,
+                                                    bound_layout const* requested, compute_cost_model model,
+                                                    op_layouts r) {
+  r.workspace = product_workspace(mesh, a, b, ea, eb, ec, r);
+  bool const streamable = matrix_product_form(k) && a.partial_axes.empty() && b.partial_axes.empty() &&
+                          (a.dims[1].count != 0 || b.dims[0].count != 0);
+  if (!streamable) return r;
+  std::uint64_t const larger =
+      largest_shard(mesh, a, ea) > largest_shard(mesh, b, eb) ? largest_shard(mesh, a, ea) : largest_shard(mesh, b, eb);
+  std::uint64_t const limit =
+      model.workspace_limit != 0 ? model.workspace_limit : (larger > small_workspace ? larger : small_workspace);
+  op_layouts s = summa_plan(mesh, k, a, b, ea, eb, ec, requested, model, limit);
+  if (!s.ok) return r;
+  s.work = r.work;  // the same multiply-adds
+  bool const r_fits = r.workspace <= limit;
+  bool const s_fits = s.workspace <= limit;
+  if (r_fits && s_fits) return s.cost < r.cost ? s : r;
+  if (r_fits != s_fits) return s_fits ? s : r;
+  return s.workspace < r.workspace ? s : r;
+}
+
 }  // namespace detail
 
 // The result layout of C = A.B when the operands are used as they are
@@ -315,6 +406,8 @@ template <class Rule, class Work>
 // Precondition: contraction_shape_error(k, ea, eb) is empty.
 // Postcondition: product_layout(mesh, k, r.a, r.b).c == r.c, and no other
 // pair of operand layouts with axes removed costs less in moves plus work.
+// r.algorithm says how those layouts run: gather moves the operands to r.a
+// and r.b; summa streams them from a and b (product_algorithm.hpp).
 [[nodiscard]] constexpr op_layouts plan_product(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
                                                 bound_layout const& b, std::span<std::size_t const> ea,
                                                 std::span<std::size_t const> eb,
@@ -330,9 +423,12 @@ template <class Rule, class Work>
         flops *= local_extent(mesh, r.b.dims[i], eb[i], mesh_coordinates{});
     return flops / model.flops_per_element;
   };
-  return detail::cheapest(
+  op_layouts r = detail::cheapest(
       mesh, a, b, ea, eb, std::span(ec).first(k.c.size()), requested, model,
       [&](bound_layout const& x, bound_layout const& y) { return detail::product_rule(mesh, k, x, y); }, work);
+  if (!r.ok) return r;
+  return detail::choose_algorithm(mesh, k, detail::normalized(mesh, a), detail::normalized(mesh, b), ea, eb,
+                                  std::span(ec).first(k.c.size()), requested, model, r);
 }
 
 // Why a and b cannot meet in an elementwise op whatever the redistribution

@@ -18,6 +18,7 @@
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
+#include "shardmesh/ops/detail/summa.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local_gemm.hpp"
@@ -183,8 +184,24 @@ op_layouts const& product_plan(contraction const& k, A const& a, B const& b, lay
   }
   return planned(a.mesh(), key, [&] {
     return plan_product(mesh, k, a.bound(), b.bound(), extents_of(a), extents_of(b),
-                        requested != nullptr ? &want : nullptr);
+                        requested != nullptr ? &want : nullptr, compute_model(a.mesh()));
   });
+}
+
+// The product c, planned as `plan`, delivered: moved to plan.out, then
+// added into add_to, or spelled as requested.
+template <class T, std::size_t RC, class MemorySpace>
+dynamic_dtensor<T, RC, MemorySpace> deliver(dynamic_dtensor<T, RC, MemorySpace> const& c, op_layouts const& plan,
+                                            layout const* requested, dynamic_dtensor<T, RC, MemorySpace>* add_to,
+                                            execution_space_of<MemorySpace> const& exec) {
+  auto out = to_layout(c, plan.out, exec);
+  if (add_to != nullptr) {
+    local::axpy(exec, T(1), local::flat(out.local()), local::flat(add_to->local()));
+    return *add_to;
+  }
+  if (requested == nullptr) return out;
+  // Spelled as asked (axes of extent 1 place nothing, so equal layouts may read differently).
+  return dynamic_dtensor<T, RC, MemorySpace>::adopt(out.mesh(), *requested, out.global_extents(), out.local());
 }
 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
@@ -198,7 +215,13 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
   static_assert(contracted_adjacent(k), "einsum: the contracted letters must be adjacent and in one order in A and B");
   static_assert(most_loops(k) <= max_batch_dims, "einsum: too many batch letters for the local GEMM");
   constexpr std::size_t RC = k.c.size();
+  char const* const op = add_to != nullptr ? "einsum_add" : "einsum";
+  require_held(op, a, b);
+  if (add_to != nullptr) require_held(op, *add_to);
   require_same_mesh("einsum", a, b);
+  shardmesh::detail::operation_scope const scope([&] {
+    return std::string(op) + " " + std::string(Spec.view()) + " of " + a.notation() + " and " + b.notation();
+  });
   fixed_text const shape_problem = contraction_shape_error(k, extents_of(a), extents_of(b));
   if (!shape_problem.empty()) throw mismatched_tensor_error(std::string(shape_problem.view()));
   auto const full = contraction_extents(k, extents_of(a), extents_of(b));
@@ -217,6 +240,13 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
     if (requested->rank != RC) throw invalid_layout_error("einsum: the requested layout's rank differs from C's");
   }
   op_layouts const plan = product_plan(k, a, b, requested);
+  if constexpr (RA == 2 && RB == 2 && RC == 2) {
+    if (plan.algorithm == product_algorithm::summa) {  // the operands stream as they are
+      auto const c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global);
+      summa(a, b, c, alpha, plan.strip, exec);
+      return deliver(c, plan, requested, add_to, exec);
+    }
+  }
   auto const la = to_layout(a, plan.a, exec);
   auto const lb = to_layout(b, plan.b, exec);
   // Into add_to's shard with beta = 1 when the local product lies in its
@@ -236,17 +266,27 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
              sc);
   shardmesh::progress(a.mesh());  // communication in flight moves between products (runtime/progress.hpp)
   if (in_place) return c;
-  auto out = to_layout(c, plan.out, exec);
-  if (add_to != nullptr) {
-    local::axpy(exec, T(1), local::flat(out.local()), local::flat(add_to->local()));
-    return *add_to;
-  }
-  if (requested == nullptr) return out;
-  // Spelled as asked (axes of extent 1 place nothing, so equal layouts may read differently).
-  return dynamic_dtensor<T, RC, MemorySpace>::adopt(out.mesh(), *requested, out.global_extents(), out.local());
+  return deliver(c, plan, requested, add_to, exec);
 }
 
 }  // namespace detail
+
+// How einsum<Spec>(a, b) (or, with `out`, delivered in out) would run: the
+// layouts, the algorithm (gather or summa), summa's strip width, the
+// workspace in elements and the modelled cost. Not collective.
+template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] op_layouts planned_product(dynamic_dtensor<T, RA, MemorySpace> const& a,
+                                         dynamic_dtensor<T, RB, MemorySpace> const& b, layout const* out = nullptr) {
+  require_held("planned_product", a, b);
+  constexpr contraction k = parse_contraction(Spec.view());
+  fixed_text const shape_problem = contraction_shape_error(k, detail::extents_of(a), detail::extents_of(b));
+  if (!shape_problem.empty()) throw mismatched_tensor_error(std::string(shape_problem.view()));
+  detail::require_same_mesh("planned_product", a, b);
+  if (out != nullptr)
+    if (fixed_text const m = layout_error<T>("planned_product", a.mesh().shape(), *out); !m.empty())
+      throw invalid_layout_error(std::string(m.view()));
+  return detail::product_plan(k, a, b, out);
+}
 
 // C = A.B in index notation, in the layout the propagation rules give.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
@@ -279,6 +319,7 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
 void einsum_add(dynamic_dtensor<T, detail::result_rank<Spec>(), MemorySpace>& c,
                 dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
                 execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("einsum_add", c);
   layout const requested = c.layout();
   (void)detail::einsum<Spec>(a, b, T(1), &requested, exec, &c);
 }

@@ -35,6 +35,7 @@ elementwise_operands<T, Rank, MemorySpace> prepare(std::string_view op, elementw
                                                    dynamic_dtensor<T, Rank, MemorySpace> const& a,
                                                    dynamic_dtensor<T, Rank, MemorySpace> const& b,
                                                    execution_space_of<MemorySpace> const& exec) {
+  require_held(op, a, b);
   require_same_mesh(op, a, b);
   if (a.global_extents() != b.global_extents())
     throw mismatched_tensor_error(std::string(op) + ": " + a.notation() + " and " + b.notation() + " differ in shape");
@@ -44,8 +45,9 @@ elementwise_operands<T, Rank, MemorySpace> prepare(std::string_view op, elementw
   std::string key = std::string("elementwise ") + std::string(op) + " " + std::to_string(static_cast<int>(kind));
   add_to_key(key, mesh, a.bound(), extents_of(a));
   add_to_key(key, mesh, b.bound(), extents_of(b));
-  op_layouts const& plan =
-      planned(a.mesh(), key, [&] { return plan_elementwise(mesh, kind, a.bound(), b.bound(), extents_of(a)); });
+  op_layouts const& plan = planned(a.mesh(), key, [&] {
+    return plan_elementwise(mesh, kind, a.bound(), b.bound(), extents_of(a), compute_model(a.mesh()));
+  });
   auto const la = to_layout(a, plan.a, exec);
   auto const lb = &a == &b && plan.a == plan.b ? la : to_layout(b, plan.b, exec);  // a unary op moves x once
   return {la, lb, make_like<T, Rank, MemorySpace>(a.mesh(), plan.c, a.global_extents())};
@@ -76,6 +78,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> scale(dynamic_dtensor<T, Rank, MemorySpace> const& x, T alpha,
                                                           execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("scale", x);
   bound_layout l = x.bound();
   if (l.op != reduce_op::sum) l.partial_axes = {}, l.op = reduce_op::sum;
   auto const in = detail::to_layout(x, l, exec);
@@ -128,6 +131,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                      dynamic_dtensor<T, Rank, MemorySpace> const& up,
                                                                      dynamic_dtensor<T, Rank, MemorySpace> const& dh,
                                                                      execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("swiglu_backward", gate, up, dh);
   auto const p = detail::prepare("swiglu_backward", elementwise_kind::nonlinear, gate, dh, exec);
   if (up.global_extents() != gate.global_extents())
     throw mismatched_tensor_error("swiglu_backward: " + up.notation() + " does not fit " + gate.notation());

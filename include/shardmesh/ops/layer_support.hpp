@@ -31,6 +31,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> to_layout(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                               bound_layout const& l,
                                                               execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("to_layout", x);
   return detail::to_layout(x, l, exec);
 }
 
@@ -38,6 +39,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> to_layout(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                               layout const& l,
                                                               execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("to_layout", x);
   return detail::to_layout(x, bind(x.mesh().shape(), l), exec);
 }
 
@@ -72,6 +74,19 @@ class op_key {
  private:
   std::string text_;
 };
+
+// The compute cost model every op on this mesh plans with from now on
+// (algebra/propagation.hpp): the latency and compute weights, and the
+// workspace a product may hold (which decides between gathering and SUMMA,
+// algebra/product_algorithm.hpp). Not collective, but every rank must set
+// the same model: ops plan alike on every rank.
+inline void set_compute_cost_model(device_mesh const& mesh, compute_cost_model model) {
+  mesh.state<detail::op_plans>().set_model(model);
+}
+
+[[nodiscard]] inline compute_cost_model compute_cost_model_of(device_mesh const& mesh) {
+  return detail::compute_model(mesh);
+}
 
 template <class Make>
 [[nodiscard]] op_layouts const& planned(device_mesh const& mesh, op_key const& key, Make&& make) {

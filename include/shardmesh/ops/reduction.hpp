@@ -45,7 +45,8 @@ op_layouts const& reduction_plan(dynamic_dtensor<T, Rank, MemorySpace> const& x,
   mesh_shape const& mesh = x.mesh().shape();
   std::string key = "reduce " + std::to_string(dim) + " " + std::string(to_string(op));
   add_to_key(key, mesh, x.bound(), extents_of(x));
-  return planned(x.mesh(), key, [&] { return plan_reduction(mesh, x.bound(), dim, op, extents_of(x)); });
+  return planned(x.mesh(), key,
+                 [&] { return plan_reduction(mesh, x.bound(), dim, op, extents_of(x), compute_model(x.mesh())); });
 }
 
 template <std::size_t Rank>
@@ -62,6 +63,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank - 1, MemorySpace> reduce(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                                std::size_t dim, reduce_op op,
                                                                execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("reduce", x);
   static_assert(Rank >= 2, "reduce: use total() for the whole of a vector");
   op_layouts const plan = detail::reduction_plan(x, dim, op);
   auto const in = detail::to_layout(x, plan.a, exec);
@@ -75,12 +77,14 @@ template <class T, std::size_t Rank, class MemorySpace>
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] auto sum(dynamic_dtensor<T, Rank, MemorySpace> const& x, std::size_t dim,
                        execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("sum", x);
   return reduce(x, dim, reduce_op::sum, exec);
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] auto mean(dynamic_dtensor<T, Rank, MemorySpace> const& x, std::size_t dim,
                         execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("mean", x);
   auto s = reduce(x, dim, reduce_op::sum, exec);
   local::scale(exec, local::flat(s.local()), T(1) / static_cast<T>(x.global_extents()[dim]));
   return s;
@@ -115,6 +119,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                  std::size_t dim,
                                                                  dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
                                                                  execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("sum_backward", x, dy);
   auto g = detail::gradient_of(x, dim, reduce_op::sum, exec);
   auto const d = detail::to_layout(dy, g.reduced, exec);
   auto const v = detail::around(g.dx.local(), dim);
@@ -128,6 +133,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                   std::size_t dim,
                                                                   dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
                                                                   execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("mean_backward", x, dy);
   auto dx = sum_backward(x, dim, dy, exec);
   local::scale(exec, local::flat(dx.local()), T(1) / static_cast<T>(x.global_extents()[dim]));
   return dx;
@@ -141,6 +147,7 @@ template <class T, std::size_t Rank, class MemorySpace>
                                                                  dynamic_dtensor<T, Rank - 1, MemorySpace> const& y,
                                                                  dynamic_dtensor<T, Rank - 1, MemorySpace> const& dy,
                                                                  execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("max_backward", x, y, dy);
   auto g = detail::gradient_of(x, dim, reduce_op::max, exec);
   auto const m = detail::to_layout(y, g.reduced, exec);
   auto const d = detail::to_layout(dy, g.reduced, exec);
@@ -155,6 +162,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] T total(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                       execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("total", x);
   if (x.layout().is_partial() && x.layout().op != reduce_op::sum)
     throw invalid_layout_error("total: " + x.notation() + " is partial with another op than sum");
   T local_sum{};

@@ -27,8 +27,8 @@ dynamic_dtensor<T, Rank, MemorySpace> whole_rows(dynamic_dtensor<T, Rank, Memory
   mesh_shape const& mesh = x.mesh().shape();
   std::string key = "rowwise";
   add_to_key(key, mesh, x.bound(), extents_of(x));
-  op_layouts const& plan =
-      planned(x.mesh(), key, [&] { return plan_rowwise(mesh, x.bound(), Rank - 1, extents_of(x)); });
+  op_layouts const& plan = planned(
+      x.mesh(), key, [&] { return plan_rowwise(mesh, x.bound(), Rank - 1, extents_of(x), compute_model(x.mesh())); });
   return to_layout(x, plan.a, exec);
 }
 
@@ -51,6 +51,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> softmax(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                             masking mask = masking::none,
                                                             execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("softmax", x);
   auto const in = detail::whole_rows(x, exec);
   auto y = detail::make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
   std::optional<local::causal_mask> m;
@@ -64,6 +65,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> softmax_backward(dynamic_dtensor<T, Rank, MemorySpace> const& y,
                                                                      dynamic_dtensor<T, Rank, MemorySpace> const& dy,
                                                                      execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("softmax_backward", y, dy);
   detail::require_same_mesh("softmax_backward", y, dy);
   auto const g = detail::to_layout(dy, y.bound(), exec);
   auto dx = detail::make_like<T, Rank, MemorySpace>(y.mesh(), y.bound(), y.global_extents());

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,7 +26,8 @@
 namespace shardmesh::ops::detail {
 
 // The op plans of one mesh, keyed by a text that names the op, its
-// operands' layouts and extents exactly (no hash collisions).
+// operands' layouts and extents exactly (no hash collisions), and the cost
+// model they are planned with (a new model starts a new cache).
 class op_plans {
  public:
   explicit op_plans(shardmesh::detail::mesh_context const&) {}
@@ -33,9 +35,20 @@ class op_plans {
   std::shared_ptr<op_layouts const> get(std::string const& key, Make&& make) {
     return cache_.get(key, std::forward<Make>(make));
   }
+  [[nodiscard]] compute_cost_model model() const {
+    std::lock_guard lock(mutex_);
+    return model_;
+  }
+  void set_model(compute_cost_model m) {
+    std::lock_guard lock(mutex_);
+    model_ = m;
+    cache_.clear();
+  }
 
  private:
   shardmesh::detail::lru_cache<std::string, op_layouts> cache_{4096};
+  mutable std::mutex mutex_;
+  compute_cost_model model_;
 };
 
 // The key of an op: its name, then each operand's layout and extents.
@@ -45,6 +58,9 @@ inline void add_to_key(std::string& key, mesh_shape const& mesh, bound_layout co
   for (std::size_t e : extents) key.append(std::to_string(e)).append(",");
   key.append("]");
 }
+
+// The compute cost model the mesh's ops plan with (set_compute_cost_model).
+inline compute_cost_model compute_model(device_mesh const& mesh) { return mesh.state<op_plans>().model(); }
 
 // The op's layouts, made by make() on first use; throws `what` and the
 // reason when no layouts fit (the same on every rank: the inputs are).

@@ -1,0 +1,76 @@
+#pragma once
+// How a distributed matrix product C(i,j) = sum_k A(i,k) B(k,j) runs once
+// propagation (propagation.hpp) has chosen its layouts, when those layouts
+// gather the contracted dimension k of an operand (each rank needs the
+// whole of its row panel of A or column panel of B):
+//
+//   gather  the operands are redistributed to the chosen layouts (all-gathers
+//           of whole panels), then one local product. Fewest messages; the
+//           gathered panels are extra memory.
+//   summa   SUMMA (van de Geijn and Watts, 1997): k is walked in strips, no
+//           wider than `strip` and never crossing a holder's run in A or in
+//           B; each strip of A is broadcast over the axes that shard A's k
+//           from the rank that holds it, each strip of B likewise, and every
+//           rank adds the strip product into C. The same bytes as gather;
+//           two strips per operand of extra memory (double-buffered: the
+//           next strip travels while this one multiplies).
+//
+// Both deliver the same C, in the same layout. The choice: among the
+// algorithms whose extra memory fits the limit (by default the larger
+// operand's shard, and at least 64 Ki elements: a large product may not
+// need more workspace than an input holds), the faster by the cost model;
+// if none fits, the one needing less.
+// Pure constexpr; no Kokkos or MPI.
+
+#include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/shard_geometry.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace shardmesh {
+
+enum class product_algorithm : unsigned char { gather, summa };
+
+[[nodiscard]] constexpr std::string_view to_string(product_algorithm a) {
+  return a == product_algorithm::summa ? "summa" : "gather";
+}
+
+// Where a strip of k that starts at global index g ends: at most `width`
+// wide, and within one holder's run in A's and in B's placement of k (so
+// that one rank of each broadcast group holds all of it).
+// Precondition: g < extent, width >= 1. Postcondition: g < result <= extent.
+[[nodiscard]] constexpr std::size_t strip_end(mesh_shape const& mesh, bound_dim const& ka, bound_dim const& kb,
+                                              std::size_t extent, std::size_t g, std::size_t width) {
+  std::size_t n = width;
+  std::size_t const in_a = held_from(mesh, ka, extent, g);
+  std::size_t const in_b = held_from(mesh, kb, extent, g);
+  n = in_a < n ? in_a : n;
+  n = in_b < n ? in_b : n;
+  return g + n;
+}
+
+[[nodiscard]] constexpr std::size_t strip_count(mesh_shape const& mesh, bound_dim const& ka, bound_dim const& kb,
+                                                std::size_t extent, std::size_t width) {
+  std::size_t n = 0;
+  for (std::size_t g = 0; g < extent; g = strip_end(mesh, ka, kb, extent, g, width)) ++n;
+  return n;
+}
+
+// The strip width of a SUMMA product whose busiest rank holds `rows` rows of
+// A and `cols` columns of B: wide enough that each strip's bytes are 8
+// times a message's latency (the latency adds at most an eighth), narrow
+// enough that the double-buffered strips, 2 (rows + cols) width elements,
+// fit `limit` (0: no limit), and at least 1.
+[[nodiscard]] constexpr std::size_t summa_width(std::size_t rows, std::size_t cols, std::size_t extent,
+                                                std::uint64_t latency_elements, std::uint64_t limit) {
+  std::size_t const per_index = rows + cols > 0 ? rows + cols : 1;
+  std::size_t width = static_cast<std::size_t>((8 * latency_elements + per_index - 1) / per_index);
+  if (limit != 0 && width > limit / (2 * per_index)) width = static_cast<std::size_t>(limit / (2 * per_index));
+  if (width > extent) width = extent;
+  return width > 0 ? width : 1;
+}
+
+}  // namespace shardmesh

@@ -1,0 +1,156 @@
+#pragma once
+// SUMMA for C = alpha A.B of matrices (algebra/product_algorithm.hpp): the
+// contracted dimension k walked in strips; each strip of A broadcast over
+// the axes that shard A's k from the rank holding it, each strip of B over
+// those of B's; every rank adds the strip's product into its block of C.
+// Two strips per operand live in the mesh's workspace, so that the next
+// strip's broadcasts are in flight while this one multiplies.
+
+#include "shardmesh/algebra/axis_groups.hpp"
+#include "shardmesh/algebra/product_algorithm.hpp"
+#include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/comm/broadcast.hpp"
+#include "shardmesh/ops/local_gemm.hpp"
+#include "shardmesh/runtime/progress.hpp"
+#include "shardmesh/runtime/workspace.hpp"
+#include "shardmesh/tensor/dtensor.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <cstddef>
+#include <optional>
+
+namespace shardmesh::ops::detail {
+
+// One operand's side of the walk: where its k lies, who broadcasts each
+// strip, and the two strips that may be in flight at once (slots 0 and 1).
+template <class T, class MemorySpace>
+class summa_operand {
+ public:
+  using strip_view = Kokkos::View<T*, MemorySpace>;
+
+  // k_dim: the operand's contracted dimension (1 for A, 0 for B).
+  summa_operand(dynamic_dtensor<T, 2, MemorySpace> const& x, std::size_t k_dim, std::array<strip_view, 2> buffers)
+      : x_(x), k_dim_(k_dim), buffers_(buffers) {
+    mesh_shape const& shape = x.mesh().shape();
+    k_ = shardmesh::detail::normalized(shape, x.bound()).dims[k_dim];
+    axes_ = shardmesh::detail::dim_axes(k_);
+    if (!axes_.empty()) group_ = &x.mesh().group(axes_);
+  }
+
+  [[nodiscard]] bound_dim const& k() const { return k_; }
+
+  // Starts moving strip [g, g + len) into `slot` (a broadcast where k is
+  // sharded; nothing where every rank holds all of k). Kernels on exec must
+  // be complete: the slot may have fed the last product.
+  void start(std::size_t g, std::size_t len, std::size_t slot, execution_space_of<MemorySpace> const& exec) {
+    mesh_shape const& shape = x_.mesh().shape();
+    dim_location const at = locate(shape, k_, x_.global_extents()[k_dim_], g);
+    slots_[slot] = {len, at.local, std::nullopt};
+    if (!group_) return;
+    mesh_coordinates const mine = coordinates_of(shape, x_.mesh().rank());
+    std::size_t const holder = rank_of(shape, moved_to_index(k_, at, mine));
+    if (holder == x_.mesh().rank()) pack(slot, exec);
+    slots_[slot].pending.emplace(ibroadcast(
+        *group_, strip(slot), static_cast<int>(group_position(shape, axes_, holder)), completion::deferred, exec));
+  }
+
+  void wait(std::size_t slot) { slots_[slot].pending.reset(); }  // a request waits when it dies
+
+  // Slot's strip as a matrix for the local product: its first element and row stride.
+  [[nodiscard]] T const* data(std::size_t slot) const {
+    if (group_) return buffers_[slot].data();
+    auto const& v = x_.local();
+    return k_dim_ == 1 ? v.data() + slots_[slot].local : v.data() + slots_[slot].local * v.extent(1);
+  }
+  [[nodiscard]] std::ptrdiff_t row_stride(std::size_t slot) const {
+    auto const& v = x_.local();
+    if (k_dim_ == 0) return static_cast<std::ptrdiff_t>(v.extent(1));             // B's strip: whole rows
+    return static_cast<std::ptrdiff_t>(group_ ? slots_[slot].len : v.extent(1));  // A's: len columns of its rows
+  }
+
+  // The holder copies its strip into the slot, the strip's rows row-major.
+  // Public: CUDA's extended lambdas may not live in private member functions.
+  void pack(std::size_t slot, execution_space_of<MemorySpace> const& exec) {
+    auto const v = x_.local();
+    auto const out = strip(slot);
+    std::size_t const local = slots_[slot].local;
+    std::size_t const width = k_dim_ == 1 ? slots_[slot].len : v.extent(1);
+    bool const columns = k_dim_ == 1;
+    Kokkos::parallel_for(
+        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, out.extent(0)),
+        KOKKOS_LAMBDA(std::size_t e) {
+          std::size_t const row = e / width, col = e % width;
+          out(e) = columns ? v(row, local + col) : v(local + row, col);
+        });
+    exec.fence("shardmesh::summa: the strip is packed before MPI reads it");
+  }
+
+ private:
+  struct in_flight {
+    std::size_t len = 0;
+    std::size_t local = 0;  // the strip's first index in the holder's shard
+    std::optional<request> pending;
+  };
+
+  [[nodiscard]] strip_view strip(std::size_t slot) const {
+    std::size_t const other = x_.local().extent(1 - k_dim_);
+    return Kokkos::subview(buffers_[slot], Kokkos::make_pair(std::size_t{0}, other * slots_[slot].len));
+  }
+
+  dynamic_dtensor<T, 2, MemorySpace> x_;
+  std::size_t k_dim_;
+  std::array<strip_view, 2> buffers_;
+  bound_dim k_;
+  axis_set axes_;
+  communicator const* group_ = nullptr;
+  std::array<in_flight, 2> slots_;
+};
+
+// c = alpha a.b by SUMMA in strips of `width`. Precondition: c is in the
+// layout product_layout gives a and b with k gathered, and is a's rows by
+// b's columns on this rank.
+template <class T, class MemorySpace>
+void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, MemorySpace> const& b,
+           dynamic_dtensor<T, 2, MemorySpace> const& c, T alpha, std::size_t width,
+           execution_space_of<MemorySpace> const& exec) {
+  device_mesh const& mesh = a.mesh();
+  std::size_t const rows = a.local().extent(0), cols = b.local().extent(1), extent = a.global_extents()[1];
+  auto const buffer = workspace_of<MemorySpace>(mesh).acquire(2 * (rows + cols) * width * sizeof(T));
+  auto const all = buffer->template as<T>(2 * (rows + cols) * width);
+  auto const part = [&](std::size_t offset, std::size_t n) {
+    return Kokkos::subview(all, Kokkos::make_pair(offset, offset + n));
+  };
+  summa_operand<T, MemorySpace> sa(a, 1, {part(0, rows * width), part(rows * width, rows * width)});
+  summa_operand<T, MemorySpace> sb(
+      b, 0, {part(2 * rows * width, cols * width), part(2 * rows * width + cols * width, cols * width)});
+  if (extent == 0) Kokkos::deep_copy(exec, c.local(), T(0));
+  mesh_shape const& shape = mesh.shape();
+  auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
+  auto const start = [&](std::size_t g, std::size_t slot) {
+    sa.start(g, end_of(g) - g, slot, exec);
+    sb.start(g, end_of(g) - g, slot, exec);
+  };
+  if (extent > 0) start(0, 0);
+  std::size_t slot = 0;
+  for (std::size_t g = 0; g < extent; g = end_of(g), slot ^= 1) {
+    if (end_of(g) < extent) {  // the next strip travels while this one multiplies
+      exec.fence("shardmesh::summa: the other slot's product is done");
+      start(end_of(g), slot ^ 1);
+    }
+    sa.wait(slot);
+    sb.wait(slot);
+    gemm_shape s;
+    s.m = rows;
+    s.n = cols;
+    s.k = end_of(g) - g;
+    local_gemm(exec, s, alpha, sa.data(slot), gemm_strides{{}, sa.row_stride(slot), 1}, sb.data(slot),
+               gemm_strides{{}, sb.row_stride(slot), 1}, g == 0 ? T(0) : T(1), c.local().data(),
+               gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
+    shardmesh::progress(mesh);
+  }
+  exec.fence("shardmesh::summa");
+}
+
+}  // namespace shardmesh::ops::detail
