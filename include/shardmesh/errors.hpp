@@ -62,6 +62,26 @@ class invalid_batch_error : public error {
   using error::error;
 };
 
+// Ranks that reached different collectives on one communicator, found by
+// the debug mode's fingerprints (comm/collective_debug.hpp).
+class mismatched_collective_error : public error {
+ public:
+  using error::error;
+};
+
+// Layout or mesh notation that did not parse, used anyway (parsed::value).
+class notation_error : public error {
+ public:
+  using error::error;
+};
+
+// A tensor that holds nothing: moved from, or default-constructed and never
+// assigned. Raised by every operation given one, naming the operation.
+class empty_tensor_error : public error {
+ public:
+  using error::error;
+};
+
 // A training option out of its range: a ZeRO stage that does not exist, a
 // bucket size of zero, a learning rate that is not finite.
 class invalid_option_error : public error {

@@ -287,6 +287,9 @@ TEST_CASE("contractions parse, print back, and malformed ones are named with the
   CHECK(contraction_error("btt,tf->bf").view() == "contraction \"btt,tf->bf\": \"t\" appears twice in A");
   CHECK(contraction_error("bt,tf->bfx").view() ==
         "contraction \"bt,tf->bfx\": \"x\" of the result is in neither operand");
+  // A typo in the result names the typo, not the letter it leaves summed in one operand.
+  CHECK(contraction_error("ik,kj->il").view() ==
+        "contraction \"ik,kj->il\": \"l\" of the result is in neither operand");
   std::array<std::size_t, 3> const a{2, 8, 16};
   std::array<std::size_t, 2> const w{12, 64};
   CHECK(contraction_shape_error(parse_contraction("btc,cf->btf"), a, w).view() ==

@@ -19,6 +19,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <numeric>
 #include <vector>
@@ -125,6 +126,9 @@ void check_pair(mesh_shape const& mesh, layout const& from, layout const& to, bo
 
     std::vector<std::size_t> const predicted = received(mesh, plan, global);
     REQUIRE(traffic.received == predicted);
+    // No plan beats the lower bound of what the busiest rank must receive.
+    REQUIRE(*std::max_element(predicted.begin(), predicted.end()) >=
+            transition_lower_bound(mesh, detail::normalized(mesh, source), detail::normalized(mesh, target), global));
     REQUIRE(std::accumulate(traffic.sent.begin(), traffic.sent.end(), std::size_t{0}) ==
             std::accumulate(traffic.received.begin(), traffic.received.end(), std::size_t{0}));
 

@@ -1,6 +1,7 @@
 #include "layout_enumeration.hpp"
 
 #include <shardmesh/algebra/axis_groups.hpp>
+#include <shardmesh/algebra/owned_blocks.hpp>
 #include <shardmesh/algebra/shard_geometry.hpp>
 
 #include <catch2/catch_test_macros.hpp>
@@ -149,4 +150,49 @@ TEST_CASE("runs of consecutive local indices and of one holder's global indices"
     }
   INFO("indices checked: " << runs);
   CHECK(runs > 1000);
+}
+
+// Owned blocks: they tile each rank's shard exactly once, each is a box of
+// consecutive global indices at its stated offsets, and the canonical ranks'
+// blocks tile the tensor; a block shard is one block, a cyclic dimension one
+// per dealt block.
+TEST_CASE("owned blocks tile each shard and map to their global offsets", "[algebra][geometry]") {
+  std::size_t blocks_checked = 0;
+  std::vector<tensor_index> const extents{{0, 3}, {1, 1}, {5, 7}, {8, 6}, {9, 2}};
+  for (auto const& mesh : test::small_meshes(3, 3))
+    for (auto const& l : test::all_layouts(mesh, 2, {.partial = {}, .cyclic = {1, 2, 3}})) {
+      bound_layout const b = bind(mesh, l);
+      axis_set const sharding = sharding_axes(b);
+      for (tensor_index const& global : extents) {
+        std::vector<int> tensor_count(global[0] * global[1], 0);
+        for (std::size_t r = 0; r < mesh.size(); ++r) {
+          tensor_index const local = local_extents(mesh, b, global, r);
+          std::vector<int> shard_count(local[0] * local[1], 0);
+          bool const canonical = group_position(mesh, axis_set::all(mesh.ndim) - sharding, r) == 0;
+          std::vector<owned_block> const blocks = owned_blocks(mesh, b, global, r);
+          bool const cyclic = b.dims[0].dist == distribution::cyclic || b.dims[1].dist == distribution::cyclic;
+          if (!cyclic && local[0] * local[1] > 0) REQUIRE(blocks.size() == 1);
+          for (owned_block const& block : blocks) {
+            REQUIRE(block.extents[0] >= 1);
+            REQUIRE(block.extents[1] >= 1);
+            for (std::size_t i = 0; i < block.extents[0]; ++i)
+              for (std::size_t j = 0; j < block.extents[1]; ++j) {
+                tensor_index const at{block.local_offset[0] + i, block.local_offset[1] + j};
+                REQUIRE(at[0] < local[0]);
+                REQUIRE(at[1] < local[1]);
+                tensor_index const g = local_to_global(mesh, b, global, r, at);
+                REQUIRE(g[0] == block.global_offset[0] + i);
+                REQUIRE(g[1] == block.global_offset[1] + j);
+                ++shard_count[at[0] * local[1] + at[1]];
+                if (canonical) ++tensor_count[g[0] * global[1] + g[1]];
+              }
+            ++blocks_checked;
+          }
+          for (int n : shard_count) REQUIRE(n == 1);
+        }
+        for (int n : tensor_count) REQUIRE(n == 1);
+      }
+    }
+  INFO("blocks checked: " << blocks_checked);
+  CHECK(blocks_checked > 1000);
 }

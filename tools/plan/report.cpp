@@ -12,40 +12,6 @@ namespace {
 
 using namespace shardmesh;
 
-// Whether a rank holds real values under l: on an axis that `from` is not
-// partial on but l is, only coordinate 0 keeps the data (to_partial).
-bool keeps_data(mesh_shape const& mesh, bound_layout const& from, bound_layout const& l, std::size_t rank) {
-  axis_set const fresh = l.partial_axes - from.partial_axes;
-  return group_position(mesh, fresh, rank) == 0;
-}
-
-std::size_t element_count(request const& r) {
-  std::size_t n = 1;
-  for (std::size_t d = 0; d < r.rank; ++d) n *= r.global[d];
-  return n;
-}
-
-// In elements; see plan_report::lower_bound.
-std::size_t lower_bound(request const& r, bound_layout const& from, bound_layout const& to) {
-  mesh_shape const& mesh = r.mesh;
-  axis_set const reduced = from.partial_axes - to.partial_axes;
-  std::size_t bound = 0;
-  std::size_t outputs = 0;  // elements of all target shards that hold real values
-  for (std::size_t rank = 0; rank < mesh.size(); ++rank) {
-    if (!keeps_data(mesh, from, to, rank)) continue;
-    std::size_t const out = local_size(mesh, to, r.global, rank);
-    outputs += out;
-    bound = std::max(bound, reduced.empty() ? out - detail::overlap(mesh, to, rank, from, rank, r.global) : out);
-  }
-  if (reduced.empty()) return bound;
-  // Every element has `values` distinct reduced values (one per coordinate
-  // on the partial axes that stay), each merged from g addends.
-  std::size_t const g = group_size(mesh, reduced);
-  std::size_t const values = element_count(r) * group_size(mesh, from.partial_axes & to.partial_axes);
-  std::size_t const transfers = values * (g - 1) + (outputs - values);
-  return std::max(bound, (transfers + mesh.size() - 1) / mesh.size());
-}
-
 // Elements `rank` sends to the other members of step s's group in an
 // all-to-all(-v): what they take from it (holds_for picks the one sender).
 std::size_t sent(mesh_shape const& mesh, plan_step const& s, tensor_index const& global, std::size_t rank) {
@@ -114,7 +80,7 @@ std::string make_report(request const& r, layout const& to, plan_report& out) {
     }
     out.steps.push_back(std::move(s));
   }
-  out.lower_bound = lower_bound(r, from, target) * bytes;
+  out.lower_bound = transition_lower_bound(mesh, from, target, r.global) * bytes;
   out.peak_extra = peak_extra(r, out.plan) * bytes;
   return "";
 }

@@ -23,11 +23,8 @@ struct plan_report {
   shardmesh::redistribution_plan plan;
   std::vector<step_report> steps;
   std::vector<std::size_t> total;  // bytes received over the plan, by rank
-  // The least the busiest rank must receive by any sequence of transfers:
-  //  - without a reduction, the elements of its target shard it does not hold;
-  //  - reducing g addends into k copies takes g-1 transfers per value and one
-  //    more per further copy, spread over all ranks at best, and every rank
-  //    receives at least one element per element of its target shard.
+  // The least the busiest rank must receive by any sequence of transfers
+  // (shardmesh::transition_lower_bound), in bytes.
   std::size_t lower_bound = 0;
   // The most a rank holds beyond its input and output shards at once: the
   // intermediate shards between steps plus, at most, the pack and receive

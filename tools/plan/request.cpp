@@ -94,7 +94,7 @@ std::string make_request(request_args const& a, request& out, std::string_view p
 
   auto const mesh = parse_mesh(a.mesh);
   if (!mesh.ok()) return "--mesh " + text(mesh.error);
-  out.mesh = mesh.value;
+  out.mesh = mesh.value();
   if (ranks == 0)
     for (std::size_t i = 0; i < out.mesh.ndim; ++i)
       if (out.mesh.extent(i) == dynamic_extent)
@@ -109,12 +109,12 @@ std::string make_request(request_args const& a, request& out, std::string_view p
 
   auto const from = parse_layout(a.from);
   if (!from.ok()) return "--from " + text(from.error);
-  out.from = from.value;
+  out.from = from.value();
   out.to = out.from;
   if (!a.all) {
     auto const to = parse_layout(a.to);
     if (!to.ok()) return "--to " + text(to.error);
-    out.to = to.value;
+    out.to = to.value();
   }
   if (a.shape.empty()) {
     out.rank = out.from.rank;

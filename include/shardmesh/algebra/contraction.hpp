@@ -75,13 +75,15 @@ struct contraction {
         return fail("\"", std::string_view(&parts[p][i], 1), "\" appears twice in ", names[p]);
     }
   }
+  // A result letter in neither operand first: "ik,kj->il" is a typo of the
+  // result's, which also leaves j summed in B alone.
+  for (char l : parts[2])
+    if (position_of(parts[0], l) == std::string_view::npos && position_of(parts[1], l) == std::string_view::npos)
+      return fail("\"", std::string_view(&l, 1), "\" of the result is in neither operand");
   for (std::size_t p = 0; p < 2; ++p)
     for (char l : parts[p])
       if (position_of(parts[1 - p], l) == std::string_view::npos && position_of(parts[2], l) == std::string_view::npos)
         return fail("\"", std::string_view(&l, 1), "\" is summed in ", names[p], " only: reduce that dimension first");
-  for (char l : parts[2])
-    if (position_of(parts[0], l) == std::string_view::npos && position_of(parts[1], l) == std::string_view::npos)
-      return fail("\"", std::string_view(&l, 1), "\" of the result is in neither operand");
   return m;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Notation in: the inverse of to_string for layouts and mesh shapes.
 //
-//   constexpr auto l = parse_layout("S(dp,tp),C64(tp) P(sum:x)");  // l.ok(), l.value
+//   constexpr auto l = parse_layout("S(dp,tp),C64(tp) P(sum:x)");  // l.ok(), l.value()
 //   auto m = parse_mesh("dp=2,tp");                                 // tp: extent left to the communicator
 //
 // A malformed string gives a message that quotes it and points at the
@@ -17,17 +17,34 @@
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/static_string.hpp"
+#include "shardmesh/errors.hpp"
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace shardmesh {
 
+// The result of a parse: the value, or the error (which quotes the text).
 template <class Value>
-struct parsed {
-  Value value{};
-  fixed_text error;  // empty when the text parsed
+class parsed {
+ public:
+  constexpr parsed(Value v, fixed_text e) : value_(v), error(e) {}
+
   [[nodiscard]] constexpr bool ok() const { return error.empty(); }
+
+  // The parsed value. Text that did not parse throws notation_error with
+  // the parse's message (in a constant expression: a compile error).
+  [[nodiscard]] constexpr Value const& value() const {
+    if (!ok()) throw notation_error(std::string(error.view()) + " (the text did not parse; check ok() first)");
+    return value_;
+  }
+
+ private:
+  Value value_{};
+
+ public:
+  fixed_text error;  // empty when the text parsed
 };
 
 namespace detail {
@@ -131,11 +148,10 @@ constexpr bool parse_partial(notation_reader& r, layout& l) {
 }  // namespace detail
 
 // Postcondition: for every layout l that to_string prints,
-// parse_layout(to_string(l)).value == l.
+// parse_layout(to_string(l)).value() == l.
 [[nodiscard]] constexpr parsed<layout> parse_layout(std::string_view text) {
-  parsed<layout> out;
   detail::notation_reader r(text);
-  layout& l = out.value;
+  layout l;
   bool const partial_only = text.starts_with("P(");
   if (text.empty()) r.fail("empty layout");
   while (!partial_only && !r.failed()) {
@@ -172,16 +188,13 @@ constexpr bool parse_partial(notation_reader& r, layout& l) {
     }
   }
   if (!r.failed() && !r.done()) r.fail("unexpected text");
-  out.error = r.error();
-  if (!out.ok()) out.value = {};
-  return out;
+  return {r.failed() ? layout{} : l, r.error()};
 }
 
-// Postcondition: parse_mesh(to_string(m)).value == m for every mesh shape m.
+// Postcondition: parse_mesh(to_string(m)).value() == m for every mesh shape m.
 [[nodiscard]] constexpr parsed<mesh_shape> parse_mesh(std::string_view text) {
-  parsed<mesh_shape> out;
   detail::notation_reader r(text);
-  mesh_shape& m = out.value;
+  mesh_shape m;
   do {
     if (m.ndim == max_mesh_axes) {
       r.fail("more than 6 axes");
@@ -203,9 +216,7 @@ constexpr bool parse_partial(notation_reader& r, layout& l) {
     m.axes[m.ndim++] = {n, extent};
   } while (!r.failed() && r.accept(','));
   if (!r.failed() && !r.done()) r.fail("expected ',' or '='");
-  out.error = r.error();
-  if (!out.ok()) out.value = {};
-  return out;
+  return {r.failed() ? mesh_shape{} : m, r.error()};
 }
 
 }  // namespace shardmesh

@@ -89,4 +89,38 @@ namespace detail {
   return total;
 }
 
+// The least the busiest rank must receive, in elements, to take a tensor of
+// these extents from `from` to `to` by any sequence of transfers (both
+// normalised on the mesh):
+//  - without a reduction, the elements of its target shard it does not hold;
+//  - reducing g addends into k copies takes g-1 transfers per value and one
+//    more per further copy, spread over all ranks at best, and every rank
+//    receives at least one element per element of its target shard.
+// A rank holds real values under `to` unless `to` is partial on an axis
+// `from` is not and its coordinate there is not 0 (to_partial).
+[[nodiscard]] constexpr std::size_t transition_lower_bound(mesh_shape const& mesh, bound_layout const& from,
+                                                           bound_layout const& to, tensor_index const& global) {
+  axis_set const reduced = from.partial_axes - to.partial_axes;
+  axis_set const fresh = to.partial_axes - from.partial_axes;
+  std::size_t bound = 0;
+  std::size_t outputs = 0;  // elements of all target shards that hold real values
+  for (std::size_t rank = 0; rank < mesh.size(); ++rank) {
+    if (group_position(mesh, fresh, rank) != 0) continue;
+    std::size_t const out = local_size(mesh, to, global, rank);
+    outputs += out;
+    std::size_t const needed = reduced.empty() ? out - detail::overlap(mesh, to, rank, from, rank, global) : out;
+    bound = needed > bound ? needed : bound;
+  }
+  if (reduced.empty()) return bound;
+  // Every element has `values` distinct reduced values (one per coordinate
+  // on the partial axes that stay), each merged from g addends.
+  std::size_t elements = 1;
+  for (std::size_t d = 0; d < to.rank; ++d) elements *= global[d];
+  std::size_t const g = group_size(mesh, reduced);
+  std::size_t const values = elements * group_size(mesh, from.partial_axes & to.partial_axes);
+  std::size_t const transfers = values * (g - 1) + (outputs - values);
+  std::size_t const spread = (transfers + mesh.size() - 1) / mesh.size();
+  return spread > bound ? spread : bound;
+}
+
 }  // namespace shardmesh

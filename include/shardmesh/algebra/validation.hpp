@@ -93,6 +93,18 @@ constexpr fixed_text& context(fixed_text& m, mesh_shape const& mesh, layout cons
   return m;
 }
 
+// A complex number of float or double: two parts stored real first, as
+// std::complex and Kokkos::complex are (recognised by shape, so that this
+// pure header names neither Kokkos nor any other library).
+template <class T>
+concept complex_number =
+    requires(T const z) {
+      typename T::value_type;
+      { z.real() } -> std::convertible_to<typename T::value_type>;
+      { z.imag() } -> std::convertible_to<typename T::value_type>;
+    } && (std::is_same_v<typename T::value_type, float> || std::is_same_v<typename T::value_type, double>) &&
+    sizeof(T) == 2 * sizeof(typename T::value_type);
+
 // A short name of an element type for messages: f32, f64, i32, c64, ...
 template <class T>
 [[nodiscard]] constexpr std::string_view element_name() {
@@ -106,18 +118,14 @@ template <class T>
     return sizeof(T) == 1 ? "i8" : sizeof(T) == 2 ? "i16" : sizeof(T) == 4 ? "i32" : "i64";
   else if constexpr (std::is_integral_v<T>)
     return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
-  else if constexpr (std::is_same_v<T, std::complex<float>>)
-    return "c64";
-  else if constexpr (std::is_same_v<T, std::complex<double>>)
-    return "c128";
+  else if constexpr (complex_number<T>)
+    return sizeof(T) == 8 ? "c64" : "c128";
   else
     return "T";
 }
 
 template <class T>
-inline constexpr bool is_complex_v = false;
-template <class T>
-inline constexpr bool is_complex_v<std::complex<T>> = true;
+inline constexpr bool is_complex_v = complex_number<T>;
 
 // sum and prod need arithmetic (bool excluded: its sum overflows) or complex
 // elements; max and min need an order, so arithmetic elements only, bool

@@ -2,6 +2,7 @@
 // MPI datatypes of element types and MPI ops of reductions.
 
 #include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/algebra/validation.hpp"
 
 #include <mpi.h>
 
@@ -11,14 +12,17 @@
 
 namespace shardmesh {
 
+// Element types shardmesh moves: arithmetic types and complex numbers of
+// float or double (std::complex, Kokkos::complex: complex_number).
 template <class T>
-inline constexpr bool has_mpi_type_v =
-    std::is_arithmetic_v<T> || std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
+inline constexpr bool has_mpi_type_v = std::is_arithmetic_v<T> || complex_number<T>;
 
 // Precondition: has_mpi_type_v<T>.
 template <class T>
 MPI_Datatype mpi_type() {
-  static_assert(has_mpi_type_v<T>, "shardmesh: no MPI datatype for this element type");
+  static_assert(has_mpi_type_v<T>,
+                "shardmesh: no MPI datatype for this element type; supported are bool, char, the integer types, "
+                "float, double, long double, and std::complex or Kokkos::complex of float or double");
   if constexpr (std::is_same_v<T, float>)
     return MPI_FLOAT;
   else if constexpr (std::is_same_v<T, double>)
@@ -27,10 +31,8 @@ MPI_Datatype mpi_type() {
     return MPI_LONG_DOUBLE;
   else if constexpr (std::is_same_v<T, bool>)
     return MPI_CXX_BOOL;
-  else if constexpr (std::is_same_v<T, std::complex<float>>)
-    return MPI_CXX_FLOAT_COMPLEX;
-  else if constexpr (std::is_same_v<T, std::complex<double>>)
-    return MPI_CXX_DOUBLE_COMPLEX;
+  else if constexpr (complex_number<T>)
+    return sizeof(T) == 8 ? MPI_CXX_FLOAT_COMPLEX : MPI_CXX_DOUBLE_COMPLEX;
   else if constexpr (std::is_same_v<T, char>)
     return MPI_CHAR;
   else if constexpr (std::is_signed_v<T>) {

@@ -3,6 +3,8 @@
 // once they complete (copy staged data back, say). Destruction waits, so no
 // MPI operation outlives the buffers it uses.
 
+#include "shardmesh/comm/collective_debug.hpp"
+
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
@@ -69,7 +71,10 @@ class request {
     // The region's name is made only when a tool listens (a wait is often a few microseconds).
     std::optional<Kokkos::Profiling::ScopedRegion> region;
     if (Kokkos::Tools::profileLibraryLoaded()) region.emplace(std::string("shardmesh::") + op_ + "::wait");
-    MPI_Waitall(count_, requests_.data(), MPI_STATUSES_IGNORE);
+    {
+      detail::blocked_in const waiting(op_);
+      MPI_Waitall(count_, requests_.data(), MPI_STATUSES_IGNORE);
+    }
     complete();
   }
 

@@ -114,6 +114,7 @@ class checkpoint_reader {
   template <class T, std::size_t Rank, class MemorySpace>
   void read(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) const {
     detail::quiet_errors const quiet;
+    require_held("checkpoint read", x);
     MPI_Comm const tensor_comm = x.mesh().comm().get();
     detail::check_ranks(mesh_, x.mesh(), x.notation() + " (\"" + name + "\")");
     detail::agree_ok<mismatched_tensor_error>(tensor_comm,
@@ -263,11 +264,12 @@ class checkpoint_reader {
     saved_boxes out;
     auto const l = parse_layout(detail::read_text_attribute(dataset, "layout").value_or("?"));
     auto const m = parse_mesh(detail::read_text_attribute(dataset, "mesh").value_or("?"));
-    bool ok = l.ok() && m.ok() && l.value.rank == rank && !l.value.is_partial() &&
-              layout_error<float>("checkpoint", m.value, l.value).empty() && H5Aexists(dataset, "box_checksums") > 0;
+    bool ok = l.ok() && m.ok() && l.value().rank == rank && !l.value().is_partial() &&
+              layout_error<float>("checkpoint", m.value(), l.value()).empty() &&
+              H5Aexists(dataset, "box_checksums") > 0;
     if (ok) {
-      out.grid = {m.value, bind(m.value, l.value)};
-      out.sums.resize(m.value.size());
+      out.grid = {m.value(), bind(m.value(), l.value())};
+      out.sums.resize(m.value().size());
       detail::attribute_handle const a(H5Aopen(dataset, "box_checksums", H5P_DEFAULT));
       detail::space_handle const space(H5Aget_space(a.get()));
       ok = H5Sget_simple_extent_npoints(space.get()) == static_cast<hssize_t>(2 * out.sums.size()) &&

@@ -175,6 +175,7 @@ class checkpoint_writer {
   template <class T, std::size_t Rank, class MemorySpace>
   void add(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) {
     static_assert(detail::is_storable_v<T>, "checkpoint: elements are floating-point or integer numbers");
+    require_held("checkpoint write", x);
     MPI_Comm const tensor_comm = x.mesh().comm().get();
     std::string const problem = file_.valid() ? detail::name_problem(name) : "checkpoint: already committed";
     detail::agree_ok(tensor_comm, problem.empty(), problem);

@@ -54,6 +54,7 @@ template <class T, std::size_t Rank, class MemorySpace>
     dynamic_dtensor<T, Rank, MemorySpace> const& logits, dynamic_dtensor<int, Rank - 1, MemorySpace> const& targets,
     double count = 0, execution_space_of<MemorySpace> const& exec = {}) {
   static_assert(Rank >= 2, "cross_entropy: logits are [..., classes]");
+  require_held("cross_entropy", logits, targets);
   detail::require_same_mesh("cross_entropy", logits, targets);
   for (std::size_t d = 0; d + 1 < Rank; ++d)
     if (targets.global_extents()[d] != logits.global_extents()[d])
@@ -110,6 +111,7 @@ template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> cross_entropy_backward(
     cross_entropy_result<T, Rank, MemorySpace> const& f, T dloss = T(1),
     execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("cross_entropy_backward", f.logits, f.max, f.sum_exp, f.targets);
   auto const& x = f.logits;
   auto dx = detail::make_like<T, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
   local::cross_entropy_backward(exec, detail::rows_of(x.local()), local::flat(f.max.local()),

@@ -115,12 +115,14 @@ auto as_heads(View const& v) {
 template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> rotary(heads_tensor<T, MemorySpace> const& x, double base,
                                                   execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("rotary", x);
   return detail::rotate(x, base, false, exec);
 }
 
 template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> rotary_backward(heads_tensor<T, MemorySpace> const& dy, double base,
                                                            execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("rotary_backward", dy);
   return detail::rotate(dy, base, true, exec);
 }
 
@@ -128,6 +130,7 @@ template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> expand_heads(heads_tensor<T, MemorySpace> const& shared,
                                                         bound_layout const& out, std::size_t heads,
                                                         execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("expand_heads", shared);
   tensor_index global = shared.global_extents();
   global[2] = heads;
   detail::check_groups("expand_heads", global, shared.global_extents());
@@ -144,6 +147,7 @@ template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> reduce_heads(heads_tensor<T, MemorySpace> const& grad, bound_layout out,
                                                         std::size_t shared_heads,
                                                         execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("reduce_heads", grad);
   if (!grad.bound().partial_axes.empty())
     throw invalid_layout_error("reduce_heads: " + grad.notation() + " is partial");
   tensor_index global = grad.global_extents();

@@ -65,6 +65,8 @@ layer_norm_forward_result<T, Rank, MemorySpace> normalize(dynamic_dtensor<T, Ran
                                                           dynamic_dtensor<T, 1, MemorySpace> const* beta, T eps,
                                                           execution_space_of<MemorySpace> const& exec) {
   char const* const op = beta != nullptr ? "layer_norm" : "rms_norm";
+  require_held(op, x, gamma);
+  if (beta != nullptr) require_held(op, *beta);
   std::size_t const n = x.global_extents()[Rank - 1];
   if (gamma.global_extents()[0] != n || (beta != nullptr && beta->global_extents()[0] != n))
     throw mismatched_tensor_error(std::string(op) + ": " + gamma.notation() +
@@ -112,6 +114,8 @@ layer_norm_gradients<T, Rank, MemorySpace> layer_norm_backward(layer_norm_saved<
                                                                dynamic_dtensor<T, Rank, MemorySpace> const* residual,
                                                                execution_space_of<MemorySpace> const& exec) {
   auto const& x = saved.x;
+  require_held("layer_norm_backward", x, gamma, dy);
+  if (residual != nullptr) require_held("layer_norm_backward", *residual);
   if (residual != nullptr) {  // checked before anything moves
     require_same_mesh("layer_norm_backward", x, *residual);
     if (residual->global_extents() != x.global_extents())

@@ -6,6 +6,13 @@
 //   auto y = matmul<rows>(x, w);    // delivered in the constant layout `rows`
 //
 // A shorthand for einsum (einsum.hpp): "abik,kj->abij", "abik,abkj->abij".
+//
+// The result may hold partial sums: where both operands shard k on the same
+// axes, each rank multiplies its slices and the cheapest result is
+// P(sum) over those axes, not yet added up (y.layout().is_partial() says so).
+// That is what a following row-parallel product or a reduce-scatter wants;
+// for the complete product, name its layout: matmul<layout{shard("r"), replicated}>(x, w),
+// or matmul(x, w, layout) for one chosen at run time.
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/propagation.hpp"
@@ -33,16 +40,28 @@ consteval contraction_text matmul_spec() {
 
 }  // namespace detail
 
+// In the layout the propagation rules give: perhaps partial (see above).
 template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto matmul(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
                           execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("matmul", a, b);
   return einsum<detail::matmul_spec<RA, RB>()>(a, b, exec);
 }
 
+// Delivered in `out`, a layout chosen at run time.
+template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
+[[nodiscard]] auto matmul(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
+                          layout const& out, execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("matmul", a, b);
+  return einsum<detail::matmul_spec<RA, RB>()>(a, b, out, exec);
+}
+
+// Delivered in the constant layout Out.
 template <layout Out, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] dtensor<T, Out, MemorySpace> matmul(dynamic_dtensor<T, RA, MemorySpace> const& a,
                                                   dynamic_dtensor<T, RB, MemorySpace> const& b,
                                                   execution_space_of<MemorySpace> const& exec = {}) {
+  require_held("matmul", a, b);
   static_assert(Out.rank == RA, "matmul: the requested layout's rank differs from the product's");
   return dtensor<T, Out, MemorySpace>(einsum<detail::matmul_spec<RA, RB>()>(a, b, Out, exec));
 }

@@ -46,6 +46,9 @@ class device_mesh {
     context_ = std::make_shared<detail::mesh_context>(std::move(own), bound, std::make_shared<memory_ledger>(), model);
   }
 
+  // Whether this is an empty handle (default-constructed or moved from).
+  [[nodiscard]] bool empty() const { return !context_; }
+
   [[nodiscard]] mesh_shape const& shape() const { return context_->shape(); }
   [[nodiscard]] communicator const& comm() const { return context_->comm(); }
   [[nodiscard]] std::size_t rank() const { return context_->rank(); }
@@ -166,5 +169,13 @@ class static_mesh : public device_mesh {
   static constexpr mesh_shape static_shape = Shape;
   explicit static_mesh(MPI_Comm comm) : device_mesh(comm, Shape) {}
 };
+
+// l bound to the mesh's shape: bind(mesh, l) for bind(mesh.shape(), l).
+// Throws invalid_layout_error if l is no layout on this mesh.
+[[nodiscard]] inline bound_layout bind(device_mesh const& mesh, layout const& l) {
+  if (fixed_text const m = layout_error("bind", mesh.shape(), l); !m.empty())
+    throw invalid_layout_error(std::string(m.view()));
+  return bind(mesh.shape(), l);
+}
 
 }  // namespace shardmesh

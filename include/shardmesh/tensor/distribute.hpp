@@ -61,6 +61,38 @@ inline bound_layout without_partial(bound_layout l) {
   return l;
 }
 
+// The root packs every rank's shard in rank order and scatters them into
+// each rank's host shard.
+template <class T, class GlobalView, class HostExec, class HostShard>
+void scatter_shards(device_mesh const& mesh, bound_layout const& values, tensor_index const& extents,
+                    GlobalView const& global, int root, HostExec const& host_exec, HostShard const& host) {
+  using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
+  std::size_t const me = mesh.rank();
+  bool const holds_global = static_cast<std::size_t>(root) == me;
+  bound_layout const whole = replicated_layout(values.rank);
+  piece_set shards;
+  std::vector<std::size_t> counts(mesh.size());
+  for (std::size_t r = 0; r < mesh.size(); ++r)
+    counts[r] = holds_global ? shards.add(mesh.shape(), whole, me, values, r, extents)
+                             : local_size(mesh.shape(), values, extents, r);
+  host_flat packed("shardmesh::scatter", holds_global ? shards.total : 0);
+  if (holds_global)
+    transfer(host_exec, device_pieces<Kokkos::HostSpace>(shards, host_exec),
+             Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()), addressing::indexed, packed,
+             addressing::packed);
+  host_exec.fence("shardmesh::distribute");
+  auto const sizes = mpi_counts(counts);
+  auto const displs = displacements(counts);
+  check_collective(mesh.comm().get(), "scatter", element_name<T>());
+  {
+    blocked_in const waiting("scatter");
+    MPI_Scatterv(packed.data(), sizes.data(), displs.data(), mpi_type<T>(), host.data(), sizes[me], mpi_type<T>(), root,
+                 mesh.comm().get());
+  }
+  mesh.counters().record("scatter", holds_global ? sum_except(counts, me) * sizeof(T) : 0,
+                         holds_global ? 0 : counts[me] * sizeof(T));
+}
+
 }  // namespace detail
 
 template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class GlobalView>
@@ -90,6 +122,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   }
   std::string const tensor =
       detail::tensor_name(element_name<T>(), Rank, extents) + " " + std::string(to_string(l).view());
+  detail::operation_scope const scope([&] { return "distribute " + tensor; });
   detail::agree(mesh, "distribute", tensor, Rank, mine);
   if (root != all_ranks && (root < 0 || static_cast<std::size_t>(root) >= mesh.size()))
     throw invalid_root_error("distribute: root " + std::to_string(root) + " is not a rank of the mesh " +
@@ -100,6 +133,8 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
   if (!m.empty()) throw invalid_layout_error(std::string(m.view()));
   if (root != all_ranks) {
     std::vector<std::uint64_t> e(extents.begin(), extents.end());
+    detail::check_collective(mesh.comm().get(), "broadcast of the extents", "u64");
+    detail::blocked_in const waiting("broadcast of the extents");
     MPI_Bcast(e.data(), static_cast<int>(e.size()), MPI_UINT64_T, root, mesh.comm().get());
     for (std::size_t d = 0; d < Rank; ++d) extents[d] = e[d];
   }
@@ -121,24 +156,7 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
                      Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
                      detail::addressing::indexed, host_shard, detail::addressing::indexed);
   } else {
-    // The root packs every rank's shard in rank order and scatters them.
-    detail::piece_set shards;
-    std::vector<std::size_t> counts(mesh.size());
-    for (std::size_t r = 0; r < mesh.size(); ++r)
-      counts[r] = holds_global ? shards.add(mesh.shape(), whole, me, values, r, extents)
-                               : local_size(mesh.shape(), values, extents, r);
-    host_flat packed("shardmesh::scatter", holds_global ? shards.total : 0);
-    if (holds_global)
-      detail::transfer(host_exec, detail::device_pieces<Kokkos::HostSpace>(shards, host_exec),
-                       Kokkos::View<T const*, Kokkos::HostSpace>(global.data(), global.size()),
-                       detail::addressing::indexed, packed, detail::addressing::packed);
-    host_exec.fence("shardmesh::distribute");
-    auto const mpi_counts = detail::mpi_counts(counts);
-    auto const displs = detail::displacements(counts);
-    MPI_Scatterv(packed.data(), mpi_counts.data(), displs.data(), mpi_type<T>(), host.data(), mpi_counts[me],
-                 mpi_type<T>(), root, mesh.comm().get());
-    mesh.counters().record("scatter", holds_global ? detail::sum_except(counts, me) * sizeof(T) : 0,
-                           holds_global ? 0 : counts[me] * sizeof(T));
+    detail::scatter_shards<T>(mesh, values, extents, global, root, host_exec, host);
   }
   host_exec.fence("shardmesh::distribute");
   if (group_position(mesh.shape(), target.partial_axes, me) != 0)

@@ -8,7 +8,9 @@
 //
 // Both are cheap handles (the View is reference-counted, the mesh a shared
 // handle that the tensor keeps alive) and every operation on them is
-// collective over the mesh.
+// collective over the mesh. A moved-from or default-constructed tensor holds
+// nothing: every operation given one throws empty_tensor_error naming the
+// operation (its notation still names what it held, for that message).
 
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
@@ -24,6 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace shardmesh {
@@ -70,27 +73,55 @@ class dynamic_dtensor {
   static constexpr std::size_t rank = Rank;
 
   dynamic_dtensor() = default;
+  dynamic_dtensor(dynamic_dtensor const&) = default;
+  dynamic_dtensor& operator=(dynamic_dtensor const&) = default;
+  // The source keeps its notation and is marked as moved from.
+  dynamic_dtensor(dynamic_dtensor&& other) noexcept
+      : mesh_(std::exchange(other.mesh_, {})),
+        layout_(other.layout_),
+        global_(other.global_),
+        local_(std::exchange(other.local_, {})),
+        moved_from_(std::exchange(other.moved_from_, true)) {}
+  dynamic_dtensor& operator=(dynamic_dtensor&& other) noexcept {
+    if (this != &other) {
+      mesh_ = std::exchange(other.mesh_, {});
+      layout_ = other.layout_;
+      global_ = other.global_;
+      local_ = std::exchange(other.local_, {});
+      moved_from_ = std::exchange(other.moved_from_, true);
+    }
+    return *this;
+  }
+  ~dynamic_dtensor() = default;
 
-  // Wraps this rank's shard. Collective: checks on every rank that all
-  // ranks agree on the layout and the global extents, that the layout is
-  // valid on the mesh, and that every local shard has the extents the
-  // layout gives its rank; throws the same exception on every rank otherwise.
+  // Wraps this rank's shard (check_agreed("dtensor")).
   dynamic_dtensor(device_mesh const& mesh, layout const& l, extents_type const& global, view_type local)
       : mesh_(mesh), layout_(l), local_(std::move(local)) {
     for (std::size_t d = 0; d < Rank; ++d) global_[d] = global[d];
-    std::string const problem = layout_problem("dtensor", l);
+    check_agreed("dtensor");
+  }
+
+  // Collective: checks on every rank that all ranks agree on the layout and
+  // the global extents, that the layout is valid on the mesh, and that every
+  // local shard has the extents the layout gives its rank; throws the same
+  // exception on every rank otherwise, its message led by `operation`.
+  void check_agreed(std::string_view operation) const {
+    if (moved_from_) require_held(operation);
+    if (mesh_.empty())
+      throw invalid_mesh_error(std::string(operation) + ": the mesh is an empty handle (default-constructed)");
+    std::string const problem = layout_problem(operation, layout_);
     detail::tensor_record mine{};
-    mine.what = detail::fnv1a{}.mix(detail::hash(l)).mix(sizeof(T)).mix(Rank).value;
+    mine.what = detail::fnv1a{}.mix(detail::hash(layout_)).mix(sizeof(T)).mix(Rank).value;
     for (std::size_t d = 0; d < Rank; ++d) {
       mine.global[d] = global_[d];
       mine.local[d] = local_.extent(d);
     }
     mine.expected = mine.local;  // an invalid layout gives no extents to compare with
     if (problem.empty()) {
-      tensor_index const expected = local_extents(mesh.shape(), bound(), global_, mesh.rank());
+      tensor_index const expected = local_extents(mesh_.shape(), bound(), global_, mesh_.rank());
       for (std::size_t d = 0; d < Rank; ++d) mine.expected[d] = expected[d];
     }
-    detail::agree(mesh, "dtensor", notation(), Rank, mine);
+    detail::agree(mesh_, std::string(operation), notation(), Rank, mine);
     if (!problem.empty()) throw invalid_layout_error(problem);
   }
 
@@ -105,9 +136,26 @@ class dynamic_dtensor {
     return x;
   }
 
-  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
+  // Whether the tensor holds a shard on a mesh (not moved from, not default-constructed).
+  [[nodiscard]] bool holds() const { return !mesh_.empty(); }
+
+  // Throws empty_tensor_error, naming `operation`, unless the tensor holds a shard.
+  void require_held(std::string_view operation) const {
+    if (holds()) return;
+    throw empty_tensor_error(std::string(operation) + ": " +
+                             (moved_from_ ? "the tensor " + notation() + " was moved from"
+                                          : std::string("the tensor is empty (default-constructed, never assigned)")));
+  }
+
+  [[nodiscard]] device_mesh const& mesh() const {
+    require_held("dtensor::mesh");
+    return mesh_;
+  }
   [[nodiscard]] shardmesh::layout const& layout() const { return layout_; }
-  [[nodiscard]] bound_layout bound() const { return shardmesh::bind(mesh_.shape(), layout_); }
+  [[nodiscard]] bound_layout bound() const {
+    require_held("dtensor::bound");
+    return shardmesh::bind(mesh_.shape(), layout_);
+  }
   [[nodiscard]] tensor_index const& global_extents() const { return global_; }
   [[nodiscard]] view_type const& local() const { return local_; }
 
@@ -119,6 +167,7 @@ class dynamic_dtensor {
   // Why l is no layout for this tensor on its mesh, or empty. The same on
   // every rank that has the same mesh, tensor and l.
   [[nodiscard]] std::string layout_problem(std::string_view operation, shardmesh::layout const& l) const {
+    require_held(operation);
     fixed_text m = layout_error<T>(operation, mesh_.shape(), l);
     if (m.empty() && l.rank != Rank)
       m << operation << ": layout " << to_string(l) << " has " << l.rank << " dimensions, the tensor " << Rank;
@@ -131,6 +180,7 @@ class dynamic_dtensor {
   shardmesh::layout layout_;
   tensor_index global_{};
   view_type local_;
+  bool moved_from_ = false;
 };
 
 // A dtensor whose layout is a constant. Its checks that do not need the
@@ -152,5 +202,13 @@ class dtensor : public dynamic_dtensor<T, Layout.rank, MemorySpace> {
   // Precondition: x's layout is Layout.
   explicit dtensor(base x) : base(std::move(x)) {}
 };
+
+// Throws empty_tensor_error naming `operation` for the first of `tensors`
+// that holds nothing (moved from, or never assigned). Every operation calls
+// it first; a user's own layer should too.
+template <class... Tensors>
+void require_held(std::string_view operation, Tensors const&... tensors) {
+  (tensors.require_held(operation), ...);
+}
 
 }  // namespace shardmesh

@@ -29,6 +29,8 @@ template <class T, std::size_t Rank, class MemorySpace>
     execution_space_of<MemorySpace> const& exec = {}) {
   using host_view = Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
   using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
+  require_held("gather", x);
+  detail::operation_scope const scope([&] { return "gather " + x.notation(); });
   device_mesh const& mesh = x.mesh();
   std::size_t const me = mesh.rank();
   detail::tensor_record mine{};
@@ -69,8 +71,12 @@ template <class T, std::size_t Rank, class MemorySpace>
   host_flat const packed("shardmesh::gather", at_root ? pieces.total : 0);
   auto const mpi_counts = detail::mpi_counts(counts);
   auto const displs = detail::displacements(counts);
-  MPI_Gatherv(shard.data(), mpi_counts[me], mpi_type<T>(), packed.data(), mpi_counts.data(), displs.data(),
-              mpi_type<T>(), root, mesh.comm().get());
+  detail::check_collective(mesh.comm().get(), "gather", element_name<T>());
+  {
+    detail::blocked_in const waiting("gather");
+    MPI_Gatherv(shard.data(), mpi_counts[me], mpi_type<T>(), packed.data(), mpi_counts.data(), displs.data(),
+                mpi_type<T>(), root, mesh.comm().get());
+  }
   mesh.counters().record("gather", at_root ? 0 : counts[me] * sizeof(T),
                          at_root ? detail::sum_except(counts, me) * sizeof(T) : 0);
   if (!at_root) return host_view();

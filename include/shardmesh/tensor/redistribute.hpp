@@ -8,8 +8,11 @@
 //   redistribute(x, y);                          // into y's shard, in y's layout
 //
 // Collective over the mesh. The input is checked on every rank before any
-// data moves (same exception everywhere on bad input). When the layouts are
-// equal, the result shares the input's View (or is copied into the given one).
+// data moves (same exception everywhere on bad input). The result always
+// owns its memory: when the layouts are equal (which can depend on the mesh:
+// an axis of extent 1 shards nothing) it is a copy, so code correct on one
+// mesh stays correct on another. Sharing the input when nothing moves is the
+// explicit choice of ops::to_layout.
 //
 // Every form takes an execution-space instance last (the memory space's
 // default instance if omitted): the kernels run on it, and only it is
@@ -17,6 +20,7 @@
 // input may still be being written by a kernel on that instance.
 
 #include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/errors.hpp"
@@ -34,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace shardmesh {
 
@@ -133,24 +138,24 @@ class redistribution {
   redistribution(dynamic const& x, layout const& to, dynamic const* into = nullptr,
                  completion when = completion::deferred, execution_space const& exec = {},
                  detail::agreement checked = detail::agreement::check)
-      : mesh_(x.mesh()),
+      : mesh_((require_held("redistribute", x), x.mesh())),
         to_(to),
         global_(x.global_extents()),
         when_(when),
         exec_(exec),
         source_(x.local()),
         current_(flatten(x.local())) {
+    if (into != nullptr) require_held("redistribute", *into);
+    detail::operation_scope const scope(
+        [&] { return "redistribute " + x.notation() + " -> " + std::string(to_string(to).view()); });
     if (checked == detail::agreement::check) detail::agree_on_transition(x, to, into, exec);
     plan_ = mesh_.plan(x.bound(), bind(mesh_.shape(), to));
     if (into != nullptr) result_ = into->local();
     writes_into_ = into != nullptr;
-    if (plan_->size() == 0) {
-      if (writes_into_) {
-        Kokkos::deep_copy(exec_, result_, source_);
-        exec_.fence("shardmesh::redistribute");
-      } else {
-        result_ = source_;  // equal layouts share the View
-      }
+    if (plan_->size() == 0) {  // equal layouts: a copy, never the input's View
+      if (!writes_into_) result_ = detail::allocate<view_type>("shardmesh::shard", detail::extents_of(source_));
+      Kokkos::deep_copy(exec_, result_, source_);
+      exec_.fence("shardmesh::redistribute");
       return;
     }
     start_next();
@@ -242,6 +247,32 @@ class redistribution {
   std::size_t next_ = 0;
   std::optional<detail::step_operation> op_;
 };
+
+// What redistributing a tensor moves, known before it runs.
+struct transition_bytes {
+  std::vector<std::size_t> received;  // bytes each rank receives over the plan, by rank
+  std::size_t lower_bound = 0;        // the least the busiest rank must receive by any plan
+  std::size_t steps = 0;              // collectives and local steps of the plan
+};
+
+// The plan's bytes for x to `to` on x's mesh against the lower bound
+// (transition_lower_bound): the runtime's counters show exactly these.
+// Not collective; throws invalid_layout_error if x cannot move to `to`.
+template <class T, std::size_t Rank, class MemorySpace>
+[[nodiscard]] transition_bytes predicted_bytes(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to) {
+  require_held("predicted_bytes", x);
+  if (std::string const problem = detail::transition_problem(x, to); !problem.empty())
+    throw invalid_layout_error(problem);
+  mesh_shape const& mesh = x.mesh().shape();
+  bound_layout const target = bind(mesh, to);
+  auto const plan = x.mesh().plan(x.bound(), target);
+  transition_bytes out{received(mesh, *plan, x.global_extents()), 0, plan->size()};
+  for (std::size_t& b : out.received) b *= sizeof(T);
+  out.lower_bound = transition_lower_bound(mesh, detail::normalized(mesh, x.bound()), detail::normalized(mesh, target),
+                                           x.global_extents()) *
+                    sizeof(T);
+  return out;
+}
 
 // Run-time layouts.
 template <class T, std::size_t Rank, class MemorySpace>

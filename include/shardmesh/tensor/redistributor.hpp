@@ -31,7 +31,7 @@ class redistributor {
   using execution_space = execution_space_of<MemorySpace>;
 
   redistributor(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to)
-      : mesh_(x.mesh()), from_(x.layout()), to_(to), global_(x.global_extents()) {
+      : mesh_((require_held("redistributor", x), x.mesh())), from_(x.layout()), to_(to), global_(x.global_extents()) {
     detail::agree_on_transition(x, to, static_cast<tensor const*>(nullptr));
     (void)mesh_.plan(x.bound(), bind(mesh_.shape(), to));  // plan now, not in the first run
   }
@@ -53,6 +53,7 @@ class redistributor {
 
  private:
   void check(tensor const& x, tensor const& y) const {
+    require_held("redistributor", x, y);
     auto const fail = [&](std::string const& why) {
       detail::end_job(mesh_, "redistributor " + std::string(to_string(from_).view()) + " -> " +
                                  std::string(to_string(to_).view()) + ": " + why);

@@ -2,6 +2,8 @@
 // What every collective wrapper needs: MPI's int counts and displacements,
 // and posting one non-blocking call (profiling region, counters, staging).
 
+#include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/counters.hpp"
 #include "shardmesh/comm/request.hpp"
@@ -121,13 +123,19 @@ request post(communicator const& comm, char const* name, completion when, std::s
              Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
              ExecutionSpace const& exec, Post&& post_call, buffer_use use = {}) {
   Kokkos::Profiling::ScopedRegion region(std::string("shardmesh::") + name);
+  check_collective(comm.get(), name, element_name<T>());
   count_call<T>(comm, name, sent, received);
   staged_buffer<T, Space> const in = use.in_place ? staged_buffer<T, Space>(send, staging_policy::never)
                                                   : stage(comm, send, std::move(use.send_parts), true, false);
   staged_buffer<T, Space> const out = stage(comm, recv, std::move(use.recv_parts), use.in_place, true);
   (use.in_place ? out : in).to_mpi(exec);
   MPI_Request r = MPI_REQUEST_NULL;
-  post_call(in.data(), out.data(), when == completion::deferred ? &r : nullptr);
+  if (when == completion::deferred) {
+    post_call(in.data(), out.data(), &r);
+  } else {
+    blocked_in const waiting(name);
+    post_call(in.data(), out.data(), nullptr);
+  }
   return request(name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
 }
 

@@ -8,6 +8,7 @@
 #include "shardmesh/algebra/hash.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 
@@ -80,7 +81,11 @@ inline void agree(device_mesh const& mesh, std::string const& operation, std::st
   static_assert(sizeof(tensor_record) % sizeof(std::uint64_t) == 0);
   int const words = static_cast<int>(sizeof(tensor_record) / sizeof(std::uint64_t));
   std::vector<tensor_record> all(mesh.size());
-  MPI_Allgather(&mine, words, MPI_UINT64_T, all.data(), words, MPI_UINT64_T, mesh.comm().get());
+  check_collective(mesh.comm().get(), "agreement of " + operation, "");
+  {
+    blocked_in const waiting("agreement of " + operation);
+    MPI_Allgather(&mine, words, MPI_UINT64_T, all.data(), words, MPI_UINT64_T, mesh.comm().get());
+  }
   for (std::size_t r = 1; r < all.size(); ++r) {
     if (all[r].what != all[0].what)
       throw mismatched_tensor_error(operation + ": rank " + std::to_string(r) + " asked for a different operation, " +

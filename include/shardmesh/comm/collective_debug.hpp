@@ -1,0 +1,230 @@
+#pragma once
+// Debugging collectives that the ranks do not reach alike. MPI cannot tell
+// a collective that only some ranks call from a slow one: it hangs, or, if
+// the ranks call different collectives, may return wrong data. With
+// SHARDMESH_DEBUG_COLLECTIVES=1 in the environment (read once per process):
+//
+//  - fingerprints: before each collective, the ranks of its communicator
+//    exchange what each is about to run (the collective, its element type,
+//    its sequence number on that communicator, and the shardmesh operation
+//    that issued it, with its tensor and layouts); if they differ, every
+//    rank raises mismatched_collective_error naming what each rank runs.
+//  - a watchdog: a thread per process. A rank that waits longer than
+//    SHARDMESH_WATCHDOG_SECONDS (default 300) in one collective prints
+//    where every rank of the job is (waiting in which collective, since
+//    when; or what it last waited in, or that it exited), read from status
+//    files each rank keeps in SHARDMESH_WATCHDOG_DIR (default /tmp; a
+//    folder every node shares shows the whole job), and ends the job.
+//
+// Off, every collective checks one boolean and does nothing else.
+
+#include "shardmesh/errors.hpp"
+
+#include <mpi.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace shardmesh::detail {
+
+[[nodiscard]] inline bool collectives_debugged() {
+  static bool const on = [] {
+    char const* v = std::getenv("SHARDMESH_DEBUG_COLLECTIVES");
+    return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+// The public operation running on this thread, named in fingerprints. Its
+// text is made only in debug mode: describe() is not called otherwise.
+class operation_scope {
+ public:
+  template <class Describe>
+  explicit operation_scope(Describe&& describe) {
+    if (!collectives_debugged()) return;
+    text_ = describe();
+    previous_ = std::exchange(current(), &text_);
+    active_ = true;
+  }
+  operation_scope(operation_scope const&) = delete;
+  operation_scope& operator=(operation_scope const&) = delete;
+  ~operation_scope() {
+    if (active_) current() = previous_;
+  }
+
+  [[nodiscard]] static std::string const*& current() {
+    thread_local std::string const* text = nullptr;
+    return text;
+  }
+
+ private:
+  std::string text_;
+  std::string const* previous_ = nullptr;
+  bool active_ = false;
+};
+
+// Process-wide debug state: sequence numbers per communicator, this rank's
+// status file, the watchdog. Made on first use in debug mode (inside a
+// collective, so MPI is initialised) and never destroyed: the watchdog
+// thread may read it until the process ends.
+class collective_debugger {
+ public:
+  static collective_debugger& get() {
+    static collective_debugger* const d = new collective_debugger;
+    return *d;
+  }
+
+  std::uint64_t next_sequence(MPI_Comm comm) {
+    std::lock_guard lock(mutex_);
+    return ++sequence_[comm];
+  }
+
+  // This rank now waits in `what` / no longer waits.
+  void enter(std::string_view what) {
+    std::lock_guard lock(mutex_);
+    waiting_ = std::string(what);
+    since_.store(now_ns(), std::memory_order_release);
+    write_status("waiting in " + waiting_ + " since " + std::to_string(since_.load()));
+  }
+  void leave() {
+    std::lock_guard lock(mutex_);
+    since_.store(0, std::memory_order_release);
+    write_status("running; last waited in " + waiting_);
+  }
+
+ private:
+  collective_debugger() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char const* seconds = std::getenv("SHARDMESH_WATCHDOG_SECONDS");
+    if (seconds != nullptr) timeout_ = std::strtod(seconds, nullptr);
+    char const* folder = std::getenv("SHARDMESH_WATCHDOG_DIR");
+    // One job's ranks share a key: the launcher's job name where it has one,
+    // else the launcher daemon every rank on a node descends from.
+    char const* job = std::getenv("PMIX_NAMESPACE");
+    prefix_ = std::string(folder != nullptr ? folder : "/tmp") + "/shardmesh-watch-" +
+              (job != nullptr ? std::string(job) : "ppid" + std::to_string(getppid())) + "-rank-";
+    status_ = ::open((prefix_ + std::to_string(rank_)).c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    write_status("running");
+    std::atexit([] { get().write_status("exited; last waited in " + get().waiting_); });
+    std::thread([this] { watch(); }).detach();
+  }
+
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // One fixed-size record, rewritten in place.
+  void write_status(std::string const& text) {
+    if (status_ < 0) return;
+    std::string record = text.substr(0, status_size - 1);
+    record.resize(status_size - 1, ' ');
+    record.push_back('\n');
+    (void)::pwrite(status_, record.data(), record.size(), 0);
+  }
+
+  [[nodiscard]] std::string status_of(int rank) const {
+    int const fd = ::open((prefix_ + std::to_string(rank)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "no status (it never reached a collective in debug mode)";
+    char text[status_size] = {};
+    ssize_t const n = ::pread(fd, text, status_size - 1, 0);
+    ::close(fd);
+    std::string out(text, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
+    return out;
+  }
+
+  void watch() {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::int64_t const since = since_.load(std::memory_order_acquire);
+      if (since == 0) continue;
+      double const waited = static_cast<double>(now_ns() - since) * 1e-9;
+      if (waited < timeout_) continue;
+      std::string report;
+      {
+        std::lock_guard lock(mutex_);
+        report = "shardmesh watchdog: rank " + std::to_string(rank_) + " has waited " + std::to_string(waited) +
+                 " s in " + waiting_ + " (SHARDMESH_WATCHDOG_SECONDS=" + std::to_string(timeout_) +
+                 "); the job's ranks:\n";
+      }
+      for (int r = 0; r < size_; ++r) report += "  rank " + std::to_string(r) + ": " + status_of(r) + "\n";
+      report += "shardmesh watchdog: ending the job\n";
+      std::fputs(report.c_str(), stderr);
+      std::fflush(stderr);
+      std::_Exit(EXIT_FAILURE);  // the launcher then ends the other ranks
+    }
+  }
+
+  static constexpr std::size_t status_size = 512;
+  std::mutex mutex_;
+  std::map<MPI_Comm, std::uint64_t> sequence_;
+  std::string waiting_ = "nothing yet";
+  std::atomic<std::int64_t> since_{0};
+  int rank_ = 0, size_ = 1;
+  double timeout_ = 300;
+  std::string prefix_;
+  int status_ = -1;
+};
+
+// RAII: this rank waits in a collective (debug mode: the watchdog watches).
+class blocked_in {
+ public:
+  explicit blocked_in(std::string_view what) {
+    if (!collectives_debugged()) return;
+    collective_debugger::get().enter(what);
+    active_ = true;
+  }
+  blocked_in(blocked_in const&) = delete;
+  blocked_in& operator=(blocked_in const&) = delete;
+  ~blocked_in() {
+    if (active_) collective_debugger::get().leave();
+  }
+
+ private:
+  bool active_ = false;
+};
+
+// Collective over comm in debug mode (nothing otherwise): every rank's
+// fingerprint of the collective it is about to run; throws
+// mismatched_collective_error on every rank if they differ.
+inline void check_collective(MPI_Comm comm, std::string_view collective, std::string_view element) {
+  if (!collectives_debugged()) return;
+  constexpr std::size_t size = 256;
+  std::string text = std::string(collective) + " " + std::string(element) + " #" +
+                     std::to_string(collective_debugger::get().next_sequence(comm));
+  if (std::string const* scope = operation_scope::current(); scope != nullptr) text += " in " + *scope;
+  std::array<char, size> mine{};
+  std::memcpy(mine.data(), text.data(), std::min(text.size(), size - 1));
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  std::vector<std::array<char, size>> all(static_cast<std::size_t>(ranks));
+  {
+    blocked_in const waiting(text);
+    MPI_Allgather(mine.data(), size, MPI_CHAR, all.data(), size, MPI_CHAR, comm);
+  }
+  if (std::all_of(all.begin(), all.end(), [&](auto const& f) { return f == all[0]; })) return;
+  std::string m = "collectives differ across the " + std::to_string(ranks) + " ranks of a communicator:";
+  for (std::size_t r = 0; r < all.size(); ++r)
+    m += (r == 0 ? " rank " : "; rank ") + std::to_string(r) + " runs " + std::string(all[r].data());
+  throw mismatched_collective_error(m);
+}
+
+}  // namespace shardmesh::detail
