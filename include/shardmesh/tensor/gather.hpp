@@ -49,7 +49,10 @@ template <class T, std::size_t Rank, class MemorySpace>
   if (root == all_ranks) {
     layout whole;
     whole.rank = Rank;
-    Kokkos::deep_copy(exec, out, redistribute(x, whole, exec).local());
+    // A replicated x is copied once: redistribute would copy it first.
+    bool const whole_already = shardmesh::detail::normalized(mesh.shape(), x.bound()) ==
+                               shardmesh::detail::normalized(mesh.shape(), bind(mesh.shape(), whole));
+    Kokkos::deep_copy(exec, out, whole_already ? x.local() : redistribute(x, whole, exec).local());
     exec.fence("shardmesh::gather");
     return out;
   }
