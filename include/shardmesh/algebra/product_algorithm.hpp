@@ -12,8 +12,9 @@
 //           B; each strip of A is broadcast over the axes that shard A's k
 //           from the rank that holds it, each strip of B likewise, and every
 //           rank adds the strip product into C. The same bytes as gather;
-//           two strips per operand of extra memory (double-buffered: the
-//           next strip travels while this one multiplies).
+//           two strips of each operand that travels of extra memory
+//           (double-buffered: the next strip travels while this one
+//           multiplies).
 //
 // Both deliver the same C, in the same layout. The choice: among the
 // algorithms whose extra memory fits the limit (by default the larger
@@ -52,22 +53,41 @@ enum class product_algorithm : unsigned char { gather, summa };
   return g + n;
 }
 
-[[nodiscard]] constexpr std::size_t strip_count(mesh_shape const& mesh, bound_dim const& ka, bound_dim const& kb,
-                                                std::size_t extent, std::size_t width) {
-  std::size_t n = 0;
-  for (std::size_t g = 0; g < extent; g = strip_end(mesh, ka, kb, extent, g, width)) ++n;
-  return n;
+// How a walk in strips of at most `width` goes: how many strips, and the
+// widest (what a strip's buffer must hold).
+struct strip_walk {
+  std::size_t count = 0;
+  std::size_t widest = 0;
+};
+
+[[nodiscard]] constexpr strip_walk walk_strips(mesh_shape const& mesh, bound_dim const& ka, bound_dim const& kb,
+                                               std::size_t extent, std::size_t width) {
+  strip_walk w;
+  for (std::size_t g = 0; g < extent;) {
+    std::size_t const end = strip_end(mesh, ka, kb, extent, g, width);
+    w.widest = end - g > w.widest ? end - g : w.widest;
+    ++w.count;
+    g = end;
+  }
+  return w;
 }
 
-// The strip width of a SUMMA product whose busiest rank holds `rows` rows of
-// A and `cols` columns of B: wide enough that each strip's bytes are 8
-// times a message's latency (the latency adds at most an eighth), narrow
-// enough that the double-buffered strips, 2 (rows + cols) width elements,
-// fit `limit` (0: no limit), and at least 1.
-[[nodiscard]] constexpr std::size_t summa_width(std::size_t rows, std::size_t cols, std::size_t extent,
+// The depth below which a local product streams its C more than it
+// computes: a strip of depth 256 does 256 multiply-adds per element of C it
+// reads and writes, narrower ones leave the product bound by memory.
+inline constexpr std::size_t efficient_depth = 256;
+
+// The strip width of a SUMMA product whose busiest rank receives strips of
+// `buffered` elements per index of k (its rows of A and columns of B, of the
+// operands that travel): wide enough that each strip's bytes are 8 times a
+// message's latency (the latency adds at most an eighth) and at least
+// efficient_depth, narrow enough that the double-buffered strips,
+// 2 buffered width elements, fit `limit` (0: no limit), and at least 1.
+[[nodiscard]] constexpr std::size_t summa_width(std::size_t buffered, std::size_t extent,
                                                 std::uint64_t latency_elements, std::uint64_t limit) {
-  std::size_t const per_index = rows + cols > 0 ? rows + cols : 1;
+  std::size_t const per_index = buffered > 0 ? buffered : 1;
   std::size_t width = static_cast<std::size_t>((8 * latency_elements + per_index - 1) / per_index);
+  if (width < efficient_depth) width = efficient_depth;
   if (limit != 0 && width > limit / (2 * per_index)) width = static_cast<std::size_t>(limit / (2 * per_index));
   if (width > extent) width = extent;
   return width > 0 ? width : 1;

@@ -342,17 +342,20 @@ template <class Rule, class Work>
   if (result_move == ~std::uint64_t{0}) return op_layouts{};
   mesh_coordinates const busiest{};  // block shards are largest at coordinate 0
   std::size_t const extent = ea[1];
+  bool const a_travels = a.dims[1].count != 0, b_travels = b.dims[0].count != 0;
   std::size_t const rows = local_extent(mesh, a.dims[0], ea[0], busiest);
   std::size_t const cols = local_extent(mesh, b.dims[1], eb[1], busiest);
-  r.strip = summa_width(rows, cols, extent, model.latency_elements, limit);
+  std::size_t const buffered = (a_travels ? rows : 0) + (b_travels ? cols : 0);
+  strip_walk const walk =
+      walk_strips(mesh, a.dims[1], b.dims[0], extent, summa_width(buffered, extent, model.latency_elements, limit));
+  r.strip = walk.widest;
   // The gathers' bytes, in one broadcast per strip and operand whose k is sharded.
   std::uint64_t const received = rows * (extent - local_extent(mesh, a.dims[1], extent, busiest)) +
                                  cols * (extent - local_extent(mesh, b.dims[0], extent, busiest));
-  std::uint64_t const broadcasting = (a.dims[1].count != 0 ? 1U : 0U) + (b.dims[0].count != 0 ? 1U : 0U);
-  std::uint64_t const messages = strip_count(mesh, a.dims[1], b.dims[0], extent, r.strip) * broadcasting;
+  std::uint64_t const messages = walk.count * ((a_travels ? 1U : 0U) + (b_travels ? 1U : 0U));
   r.cost = received + messages * model.latency_elements + result_move;
   r.algorithm = product_algorithm::summa;
-  r.workspace = 2 * (rows + cols) * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
+  r.workspace = 2 * buffered * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
   return r;
 }
 

@@ -3,8 +3,9 @@
 // contracted dimension k walked in strips; each strip of A broadcast over
 // the axes that shard A's k from the rank holding it, each strip of B over
 // those of B's; every rank adds the strip's product into its block of C.
-// Two strips per operand live in the mesh's workspace, so that the next
-// strip's broadcasts are in flight while this one multiplies.
+// Two strips of each operand that travels live in the mesh's workspace, so
+// that the next strip's broadcasts are in flight while this one multiplies;
+// B's holder broadcasts its strip (whole rows) where it lies.
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/product_algorithm.hpp"
@@ -31,8 +32,7 @@ class summa_operand {
   using strip_view = Kokkos::View<T*, MemorySpace>;
 
   // k_dim: the operand's contracted dimension (1 for A, 0 for B).
-  summa_operand(dynamic_dtensor<T, 2, MemorySpace> const& x, std::size_t k_dim, std::array<strip_view, 2> buffers)
-      : x_(x), k_dim_(k_dim), buffers_(buffers) {
+  summa_operand(dynamic_dtensor<T, 2, MemorySpace> const& x, std::size_t k_dim) : x_(x), k_dim_(k_dim) {
     mesh_shape const& shape = x.mesh().shape();
     k_ = shardmesh::detail::normalized(shape, x.bound()).dims[k_dim];
     axes_ = shardmesh::detail::dim_axes(k_);
@@ -40,6 +40,9 @@ class summa_operand {
   }
 
   [[nodiscard]] bound_dim const& k() const { return k_; }
+  // Elements of a strip's buffer per index of k: 0 where every rank holds all of k.
+  [[nodiscard]] std::size_t buffered() const { return group_ ? x_.local().extent(1 - k_dim_) : 0; }
+  void use(std::array<strip_view, 2> buffers) { buffers_ = buffers; }
 
   // Starts moving strip [g, g + len) into `slot` (a broadcast where k is
   // sharded; nothing where every rank holds all of k). Kernels on exec must
@@ -47,20 +50,25 @@ class summa_operand {
   void start(std::size_t g, std::size_t len, std::size_t slot, execution_space_of<MemorySpace> const& exec) {
     mesh_shape const& shape = x_.mesh().shape();
     dim_location const at = locate(shape, k_, x_.global_extents()[k_dim_], g);
-    slots_[slot] = {len, at.local, std::nullopt};
+    slots_[slot] = {len, at.local, false, std::nullopt};
     if (!group_) return;
     mesh_coordinates const mine = coordinates_of(shape, x_.mesh().rank());
     std::size_t const holder = rank_of(shape, moved_to_index(k_, at, mine));
-    if (holder == x_.mesh().rank()) pack(slot, exec);
-    slots_[slot].pending.emplace(ibroadcast(
-        *group_, strip(slot), static_cast<int>(group_position(shape, axes_, holder)), completion::deferred, exec));
+    slots_[slot].in_place = holder == x_.mesh().rank() && k_dim_ == 0;
+    if (holder == x_.mesh().rank() && !slots_[slot].in_place) pack(slot, exec);
+    strip_view const travelling =
+        slots_[slot].in_place
+            ? strip_view(x_.local().data() + at.local * x_.local().extent(1), len * x_.local().extent(1))
+            : strip(slot);
+    slots_[slot].pending.emplace(ibroadcast(*group_, travelling, static_cast<int>(group_position(shape, axes_, holder)),
+                                            completion::deferred, exec));
   }
 
   void wait(std::size_t slot) { slots_[slot].pending.reset(); }  // a request waits when it dies
 
   // Slot's strip as a matrix for the local product: its first element and row stride.
   [[nodiscard]] T const* data(std::size_t slot) const {
-    if (group_) return buffers_[slot].data();
+    if (group_ && !slots_[slot].in_place) return buffers_[slot].data();
     auto const& v = x_.local();
     return k_dim_ == 1 ? v.data() + slots_[slot].local : v.data() + slots_[slot].local * v.extent(1);
   }
@@ -91,6 +99,7 @@ class summa_operand {
   struct in_flight {
     std::size_t len = 0;
     std::size_t local = 0;  // the strip's first index in the holder's shard
+    bool in_place = false;  // B's holder: the strip is its own rows
     std::optional<request> pending;
   };
 
@@ -117,14 +126,16 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
            execution_space_of<MemorySpace> const& exec) {
   device_mesh const& mesh = a.mesh();
   std::size_t const rows = a.local().extent(0), cols = b.local().extent(1), extent = a.global_extents()[1];
-  auto const buffer = workspace_of<MemorySpace>(mesh).acquire(2 * (rows + cols) * width * sizeof(T));
-  auto const all = buffer->template as<T>(2 * (rows + cols) * width);
+  summa_operand<T, MemorySpace> sa(a, 1);
+  summa_operand<T, MemorySpace> sb(b, 0);
+  std::size_t const na = sa.buffered() * width, nb = sb.buffered() * width;
+  auto const buffer = workspace_of<MemorySpace>(mesh).acquire(2 * (na + nb) * sizeof(T));
+  auto const all = buffer->template as<T>(2 * (na + nb));
   auto const part = [&](std::size_t offset, std::size_t n) {
     return Kokkos::subview(all, Kokkos::make_pair(offset, offset + n));
   };
-  summa_operand<T, MemorySpace> sa(a, 1, {part(0, rows * width), part(rows * width, rows * width)});
-  summa_operand<T, MemorySpace> sb(
-      b, 0, {part(2 * rows * width, cols * width), part(2 * rows * width + cols * width, cols * width)});
+  sa.use({part(0, na), part(na, na)});
+  sb.use({part(2 * na, nb), part(2 * na + nb, nb)});
   if (extent == 0) Kokkos::deep_copy(exec, c.local(), T(0));
   mesh_shape const& shape = mesh.shape();
   auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
