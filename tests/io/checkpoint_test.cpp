@@ -574,3 +574,35 @@ TEST_CASE("tensors on submeshes (pipeline stages) are saved together and read by
   out.add("layer", distribute(stage, rows, layer(s)));
   require_throws<mismatched_tensor_error>([&] { out.flush(); }, "two different tensors were queued as \"layer\"");
 }
+
+// Run with SHARDMESH_DEBUG_COLLECTIVES=1 (io.debug_collectives): the
+// checkpoint's own collectives (its agreements, HDF5's file and dataset
+// calls) are fingerprinted like the rest.
+TEST_CASE("in the debug mode a checkpoint agrees on every fingerprint, and a rank elsewhere is named",
+          "[.][fingerprints]") {
+  REQUIRE(detail::collectives_debugged());
+  test::scratch_dir const dir("shardmesh-io-fingerprints");
+  std::size_t const ranks = static_cast<std::size_t>(test::world_size());
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", ranks}});
+  auto const m = distribute(mesh, layout{shard("a"), replicated}, numbered({ranks + 3, 5}));
+  {
+    io::checkpoint_writer out(mesh, dir / "state.h5");
+    out.write("m", m);
+    out.commit();
+  }
+  CHECK(
+      equal(gather(io::checkpoint_reader(mesh, dir / "state.h5").read<double, 2>("m", layout{replicated, shard("a")})),
+            numbered({ranks + 3, 5})));
+  // Rank 0 saves while the others gather: every rank is told what each runs.
+  auto const run = [&] {
+    if (mesh.rank() == 0) {
+      io::checkpoint_writer out(mesh, dir / "other.h5");
+      out.write("m", m);
+      out.commit();
+    } else {
+      (void)gather(m);
+    }
+  };
+  CHECK_THROWS_AS(run(), mismatched_collective_error);
+  MPI_Barrier(MPI_COMM_WORLD);
+}

@@ -33,7 +33,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -90,9 +89,20 @@ class collective_debugger {
     return *d;
   }
 
+  // A communicator's count lives on it as an MPI attribute, freed with it
+  // and not copied to its duplicates: a handle MPI reuses for a later
+  // communicator (which may differ from rank to rank) counts from 1 again.
   std::uint64_t next_sequence(MPI_Comm comm) {
     std::lock_guard lock(mutex_);
-    return ++sequence_[comm];
+    void* value = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(comm, sequence_key_, &value, &found);
+    auto* count = static_cast<std::uint64_t*>(value);
+    if (found == 0) {
+      count = new std::uint64_t(0);
+      MPI_Comm_set_attr(comm, sequence_key_, count);
+    }
+    return ++*count;
   }
 
   // This rank now waits in `what` / no longer waits.
@@ -109,7 +119,13 @@ class collective_debugger {
   }
 
  private:
+  static int forget_sequence(MPI_Comm, int, void* count, void*) {
+    delete static_cast<std::uint64_t*>(count);
+    return MPI_SUCCESS;
+  }
+
   collective_debugger() {
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_sequence, &sequence_key_, nullptr);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     char const* seconds = std::getenv("SHARDMESH_WATCHDOG_SECONDS");
@@ -175,7 +191,7 @@ class collective_debugger {
 
   static constexpr std::size_t status_size = 512;
   std::mutex mutex_;
-  std::map<MPI_Comm, std::uint64_t> sequence_;
+  int sequence_key_ = MPI_KEYVAL_INVALID;
   std::string waiting_ = "nothing yet";
   std::atomic<std::int64_t> since_{0};
   int rank_ = 0, size_ = 1;
@@ -225,6 +241,16 @@ inline void check_collective(MPI_Comm comm, std::string_view collective, std::st
   for (std::size_t r = 0; r < all.size(); ++r)
     m += (r == 0 ? " rank " : "; rank ") + std::to_string(r) + " runs " + std::string(all[r].data());
   throw mismatched_collective_error(m);
+}
+
+// A collective the library calls on MPI directly, or through parallel HDF5,
+// rather than through comm/: in debug mode its fingerprint agreed first and
+// the watchdog told while this rank is inside it; otherwise just call().
+template <class Call>
+decltype(auto) debugged_collective(MPI_Comm comm, std::string_view collective, std::string_view element, Call&& call) {
+  check_collective(comm, collective, element);
+  blocked_in const waiting(collective);
+  return std::forward<Call>(call)();
 }
 
 }  // namespace shardmesh::detail

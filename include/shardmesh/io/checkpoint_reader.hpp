@@ -115,6 +115,7 @@ class checkpoint_reader {
   void read(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) const {
     detail::quiet_errors const quiet;
     require_held("checkpoint read", x);
+    shardmesh::detail::operation_scope const scope([&] { return "checkpoint read \"" + name + "\" " + x.notation(); });
     MPI_Comm const tensor_comm = x.mesh().comm().get();
     detail::check_ranks(mesh_, x.mesh(), x.notation() + " (\"" + name + "\")");
     detail::agree_ok<mismatched_tensor_error>(tensor_comm,
@@ -166,7 +167,9 @@ class checkpoint_reader {
     file_.reset();
     fd_ = detail::file_descriptor(path_);
     detail::properties_handle const fapl = detail::file_access(mesh_, false);
-    file_ = detail::file_handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
+    file_ = shardmesh::detail::debugged_collective(comm(), "checkpoint: opening the file (HDF5)", "", [&] {
+      return detail::file_handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
+    });
     detail::agree_ok(comm(), file_.valid() && fd_.valid(),
                      "checkpoint: " + path_.string() + " is not a readable HDF5 file (truncated or damaged?)");
     struct stat held{}, named{};
@@ -176,7 +179,9 @@ class checkpoint_reader {
     version.mix(held.st_ino).mix(static_cast<std::uint64_t>(held.st_size));
     version.mix(static_cast<std::uint64_t>(held.st_mtim.tv_sec)).mix(static_cast<std::uint64_t>(held.st_mtim.tv_nsec));
     int everywhere = unchanged ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, comm());
+    shardmesh::detail::debugged_collective(comm(), "checkpoint: is the file unchanged", "i32", [&] {
+      MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, comm());
+    });
     return detail::same_everywhere(comm(), version.value) && everywhere == 1;
   }
 

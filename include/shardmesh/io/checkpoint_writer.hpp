@@ -104,14 +104,17 @@ inline std::string all_gathered(MPI_Comm comm, std::string const& mine) {
   MPI_Comm_size(comm, &size);
   int const length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
-  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  shardmesh::detail::debugged_collective(comm, "checkpoint: gathering names", "i32",
+                                         [&] { MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm); });
   int total = 0;
   for (int r = 0; r < size; ++r) {
     offsets[static_cast<std::size_t>(r)] = total;
     total += lengths[static_cast<std::size_t>(r)];
   }
   std::string all(static_cast<std::size_t>(total), '\0');
-  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  shardmesh::detail::debugged_collective(comm, "checkpoint: gathering names", "char", [&] {
+    MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  });
   return all;
 }
 
@@ -139,7 +142,9 @@ class checkpoint_writer {
       : mesh_(mesh), path_(std::move(path)), options_(options) {
     detail::quiet_errors const quiet;
     detail::properties_handle const fapl = detail::file_access(mesh_, true);
-    file_ = detail::file_handle(H5Fcreate(temporary_path(path_).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    file_ = shardmesh::detail::debugged_collective(comm(), "checkpoint: creating the file (HDF5)", "", [&] {
+      return detail::file_handle(H5Fcreate(temporary_path(path_).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    });
     detail::agree_ok(comm(), file_.valid(), "checkpoint: cannot create " + temporary_path(path_).string());
     detail::group_handle const root(H5Gopen2(file_.get(), "/", H5P_DEFAULT));
     detail::write_text_attribute(root.get(), "shardmesh_version", SHARDMESH_VERSION_STRING);
@@ -158,7 +163,7 @@ class checkpoint_writer {
       std::error_code ignored;
       std::filesystem::remove(temporary_path(path_), ignored);
     }
-    MPI_Barrier(comm());
+    shardmesh::detail::debugged_collective(comm(), "checkpoint: abandoning a file", "", [&] { MPI_Barrier(comm()); });
   }
 
   // Collective over the checkpoint's ranks: x (on all of them) as the
@@ -176,6 +181,7 @@ class checkpoint_writer {
   void add(std::string const& name, dynamic_dtensor<T, Rank, MemorySpace> const& x) {
     static_assert(detail::is_storable_v<T>, "checkpoint: elements are floating-point or integer numbers");
     require_held("checkpoint write", x);
+    shardmesh::detail::operation_scope const scope([&] { return "checkpoint write \"" + name + "\" " + x.notation(); });
     MPI_Comm const tensor_comm = x.mesh().comm().get();
     std::string const problem = file_.valid() ? detail::name_problem(name) : "checkpoint: already committed";
     detail::agree_ok(tensor_comm, problem.empty(), problem);
@@ -271,6 +277,7 @@ class checkpoint_writer {
   // name, replacing the previous checkpoint there. Only after every rank
   // has written and the file is closed does the name change.
   void commit() {
+    shardmesh::detail::operation_scope const scope([&] { return "checkpoint commit " + path_.string(); });
     flush();
     detail::quiet_errors const quiet;
     {
@@ -279,7 +286,9 @@ class checkpoint_writer {
                        detail::write_value_attribute(root.get(), detail::values_checksum_attribute, values_checksum_),
                        "checkpoint: writing the run values' checksum failed");
     }
-    detail::agree_ok(comm(), file_.reset(), "checkpoint: closing " + temporary_path(path_).string() + " failed");
+    bool const closed = shardmesh::detail::debugged_collective(comm(), "checkpoint: closing the file (HDF5)", "",
+                                                               [&] { return file_.reset(); });
+    detail::agree_ok(comm(), closed, "checkpoint: closing " + temporary_path(path_).string() + " failed");
     // Every rank: on a parallel file system each node flushes what it wrote.
     if (options_.durable)
       detail::agree_ok(comm(), detail::sync_to_storage(temporary_path(path_), false),
@@ -337,8 +346,11 @@ class checkpoint_writer {
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     detail::properties_handle const dcpl(H5Pcreate(H5P_DATASET_CREATE));
     H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every element is written
-    detail::dataset_handle dataset(
-        H5Dcreate2(file_.get(), d.name.c_str(), type.get(), file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+    detail::dataset_handle dataset =
+        shardmesh::detail::debugged_collective(comm(), "checkpoint: creating a dataset (HDF5)", d.element, [&] {
+          return detail::dataset_handle(H5Dcreate2(file_.get(), d.name.c_str(), type.get(), file_space.get(),
+                                                   lcpl.get(), dcpl.get(), H5P_DEFAULT));
+        });
     std::size_t const first_box = sums.size();
     sums.resize(first_box + d.boxes);
     auto const fail = [&](std::string const& why) {

@@ -19,6 +19,7 @@
 // stored as numbers; the reader checks every value against the
 // checkpoint's checksum over them.
 
+#include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/io/checkpoint_reader.hpp"
 #include "shardmesh/io/checkpoint_writer.hpp"
 #include "shardmesh/strategy/counter_random.hpp"
@@ -114,7 +115,9 @@ std::uint64_t training_state_digest(parallel::trainer<Model>& trainer, device_me
     std::uint64_t const h = detail::text_hash(name);
     digest += (parallel::mix64(h) | 1) * sums[0].words + (parallel::mix64(h + 1) | 1) * sums[0].weighted;
   });
-  MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_SUM, mesh.comm().get());
+  shardmesh::detail::debugged_collective(mesh.comm().get(), "training state digest", "u64", [&] {
+    MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_SUM, mesh.comm().get());
+  });
   return digest;
 }
 

@@ -4,6 +4,7 @@
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/hash.hpp"
+#include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/io/box_checksum.hpp"
 #include "shardmesh/io/detail/hdf5.hpp"
 #include "shardmesh/strategy/counter_random.hpp"
@@ -38,7 +39,9 @@ namespace detail {
 // independent, so that a stage submesh can read its tensors alone.
 inline properties_handle file_access(device_mesh const& mesh, bool collective_metadata) {
   properties_handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-  H5Pset_fapl_mpio(fapl.get(), mesh.comm().get(), MPI_INFO_NULL);
+  // Collective: HDF5 duplicates the communicator.
+  shardmesh::detail::debugged_collective(mesh.comm().get(), "checkpoint: file access (HDF5)", "",
+                                         [&] { H5Pset_fapl_mpio(fapl.get(), mesh.comm().get(), MPI_INFO_NULL); });
   if (collective_metadata) {
     H5Pset_all_coll_metadata_ops(fapl.get(), true);
     H5Pset_coll_metadata_write(fapl.get(), true);
@@ -195,7 +198,9 @@ inline std::size_t row_bytes(std::size_t element_bytes, std::span<hsize_t const>
 
 inline void sum_up(MPI_Comm comm, std::vector<box_sum>& sums) {
   static_assert(sizeof(box_sum) == 2 * sizeof(std::uint64_t));
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(2 * sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  shardmesh::detail::debugged_collective(comm, "checkpoint: box checksums", "u64", [&] {
+    MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(2 * sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  });
 }
 
 inline std::uint64_t text_hash(std::string_view text, std::uint64_t more = 0) {

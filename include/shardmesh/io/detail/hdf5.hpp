@@ -4,6 +4,7 @@
 // an HDF5 failure becomes the same typed exception on every rank.
 
 #include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/errors.hpp"
 
 #include <hdf5.h>
@@ -109,19 +110,25 @@ void agree_ok(MPI_Comm comm, bool ok, std::string const& why) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   int first_failing = ok ? INT_MAX : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, comm);
+  shardmesh::detail::debugged_collective(comm, "checkpoint: agreeing on failures", "i32", [&] {
+    MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, comm);
+  });
   if (first_failing == INT_MAX) return;
   std::uint64_t length = rank == first_failing ? why.size() : 0;
-  MPI_Bcast(&length, 1, MPI_UINT64_T, first_failing, comm);
-  std::string message = rank == first_failing ? why : std::string(length, ' ');
-  MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, first_failing, comm);
+  std::string message;
+  shardmesh::detail::debugged_collective(comm, "checkpoint: the failure's message", "char", [&] {
+    MPI_Bcast(&length, 1, MPI_UINT64_T, first_failing, comm);
+    message = rank == first_failing ? why : std::string(length, ' ');
+    MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, first_failing, comm);
+  });
   throw Error(message);
 }
 
 // Whether every rank passed the same value (by its 64-bit hash).
 [[nodiscard]] inline bool same_everywhere(MPI_Comm comm, std::uint64_t value) {
   std::uint64_t range[2] = {value, ~value};  // max of value and of its complement: min and max at once
-  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MAX, comm);
+  shardmesh::detail::debugged_collective(comm, "checkpoint: agreeing on a value", "u64",
+                                         [&] { MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MAX, comm); });
   return range[0] == ~range[1];
 }
 
