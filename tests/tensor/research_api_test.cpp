@@ -311,11 +311,12 @@ TEST_CASE("an operation's fingerprint names the operation and its tensor", "[fin
     else
       (void)gather(x);
   };
-  REQUIRE_THROWS_MATCHES(run(), mismatched_collective_error,
-                         Catch::Matchers::MessageMatches(ContainsSubstring("rank 0 runs agreement of redistribute") &&
-                                                         ContainsSubstring("in redistribute f64[") &&
-                                                         ContainsSubstring("rank 1 runs agreement of gather") &&
-                                                         ContainsSubstring("in gather f64[")));
+  REQUIRE_THROWS_MATCHES(
+      run(), mismatched_collective_error,
+      Catch::Matchers::MessageMatches(
+          ContainsSubstring("rank 0 runs agreement of redistribute") && ContainsSubstring("in redistribute f64[") &&
+          ContainsSubstring("(called at ") && ContainsSubstring("research_api_test.cpp:") &&
+          ContainsSubstring("rank 1 runs agreement of gather") && ContainsSubstring("in gather f64[")));
   all_ranks_continue();
   // Alike on every rank, the same operations run as without the debug mode.
   auto const y = redistribute(x, layout{replicated, shard("x")});

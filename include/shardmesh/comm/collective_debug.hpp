@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <source_location>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -75,6 +76,38 @@ class operation_scope {
  private:
   std::string text_;
   std::string const* previous_ = nullptr;
+  bool active_ = false;
+};
+
+// The line of the caller's code that called the public operation now
+// running: the outermost one (matmul's caller, not matmul's call of
+// einsum). Public operations take it as a defaulted last parameter. It is
+// reported beside the fingerprints and by the watchdog, not compared: ranks
+// may reach the same collective from different lines.
+class called_from {
+ public:
+  explicit called_from(std::source_location const& where) {
+    if (!collectives_debugged() || current() != nullptr) return;
+    current() = &where;
+    active_ = true;
+  }
+  called_from(called_from const&) = delete;
+  called_from& operator=(called_from const&) = delete;
+  ~called_from() {
+    if (active_) current() = nullptr;
+  }
+
+  [[nodiscard]] static std::source_location const*& current() {
+    thread_local std::source_location const* where = nullptr;
+    return where;
+  }
+  // "file:line", or empty outside a public operation.
+  [[nodiscard]] static std::string text() {
+    std::source_location const* where = current();
+    return where != nullptr ? std::string(where->file_name()) + ":" + std::to_string(where->line()) : std::string();
+  }
+
+ private:
   bool active_ = false;
 };
 
@@ -223,23 +256,29 @@ class blocked_in {
 // mismatched_collective_error on every rank if they differ.
 inline void check_collective(MPI_Comm comm, std::string_view collective, std::string_view element) {
   if (!collectives_debugged()) return;
-  constexpr std::size_t size = 256;
+  // Each rank's record: the fingerprint compared (size bytes), then its call site.
+  constexpr std::size_t size = 256, site_size = 160;
   std::string text = std::string(collective) + " " + std::string(element) + " #" +
                      std::to_string(collective_debugger::get().next_sequence(comm));
   if (std::string const* scope = operation_scope::current(); scope != nullptr) text += " in " + *scope;
-  std::array<char, size> mine{};
+  std::string const site = called_from::text();
+  std::array<char, size + site_size> mine{};
   std::memcpy(mine.data(), text.data(), std::min(text.size(), size - 1));
+  std::memcpy(mine.data() + size, site.data(), std::min(site.size(), site_size - 1));
   int ranks = 1;
   MPI_Comm_size(comm, &ranks);
-  std::vector<std::array<char, size>> all(static_cast<std::size_t>(ranks));
+  std::vector<std::array<char, size + site_size>> all(static_cast<std::size_t>(ranks));
   {
-    blocked_in const waiting(text);
-    MPI_Allgather(mine.data(), size, MPI_CHAR, all.data(), size, MPI_CHAR, comm);
+    blocked_in const waiting(site.empty() ? text : text + " (called at " + site + ")");
+    MPI_Allgather(mine.data(), size + site_size, MPI_CHAR, all.data(), size + site_size, MPI_CHAR, comm);
   }
-  if (std::all_of(all.begin(), all.end(), [&](auto const& f) { return f == all[0]; })) return;
+  auto const fingerprint = [](auto const& record) { return std::string_view(record.data()); };
+  if (std::all_of(all.begin(), all.end(), [&](auto const& r) { return fingerprint(r) == fingerprint(all[0]); })) return;
   std::string m = "collectives differ across the " + std::to_string(ranks) + " ranks of a communicator:";
-  for (std::size_t r = 0; r < all.size(); ++r)
-    m += (r == 0 ? " rank " : "; rank ") + std::to_string(r) + " runs " + std::string(all[r].data());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    m += (r == 0 ? " rank " : "; rank ") + std::to_string(r) + " runs " + std::string(fingerprint(all[r]));
+    if (std::string_view const at(all[r].data() + size); !at.empty()) m += " (called at " + std::string(at) + ")";
+  }
   throw mismatched_collective_error(m);
 }
 

@@ -29,6 +29,7 @@
 
 #include <array>
 #include <cstddef>
+#include <source_location>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -291,14 +292,18 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
 // C = A.B in index notation, in the layout the propagation rules give.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
-                          execution_space_of<MemorySpace> const& exec = {}) {
+                          execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   return detail::einsum<Spec>(a, b, T(1), nullptr, exec);
 }
 
 // C = A.B delivered in `out`: the cheapest operand and result moves that reach it.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
-                          layout const& out, execution_space_of<MemorySpace> const& exec = {}) {
+                          layout const& out, execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   return detail::einsum<Spec>(a, b, T(1), &out, exec);
 }
 
@@ -307,7 +312,9 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
                           dynamic_dtensor<T, RB, MemorySpace> const& b,
-                          execution_space_of<MemorySpace> const& exec = {}) {
+                          execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   return detail::einsum<Spec>(a, b, alpha, nullptr, exec);
 }
 
@@ -318,7 +325,9 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 void einsum_add(dynamic_dtensor<T, detail::result_rank<Spec>(), MemorySpace>& c,
                 dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
-                execution_space_of<MemorySpace> const& exec = {}) {
+                execution_space_of<MemorySpace> const& exec = {},
+                std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   require_held("einsum_add", c);
   layout const requested = c.layout();
   (void)detail::einsum<Spec>(a, b, T(1), &requested, exec, &c);
@@ -328,7 +337,9 @@ void einsum_add(dynamic_dtensor<T, detail::result_rank<Spec>(), MemorySpace>& c,
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
                           dynamic_dtensor<T, RB, MemorySpace> const& b, layout const& out,
-                          execution_space_of<MemorySpace> const& exec = {}) {
+                          execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   return detail::einsum<Spec>(a, b, alpha, &out, exec);
 }
 

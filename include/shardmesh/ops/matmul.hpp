@@ -20,6 +20,7 @@
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
+#include <source_location>
 
 namespace shardmesh::ops {
 
@@ -43,7 +44,9 @@ consteval contraction_text matmul_spec() {
 // In the layout the propagation rules give: perhaps partial (see above).
 template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto matmul(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
-                          execution_space_of<MemorySpace> const& exec = {}) {
+                          execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   require_held("matmul", a, b);
   return einsum<detail::matmul_spec<RA, RB>()>(a, b, exec);
 }
@@ -51,7 +54,9 @@ template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
 // Delivered in `out`, a layout chosen at run time.
 template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] auto matmul(dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b,
-                          layout const& out, execution_space_of<MemorySpace> const& exec = {}) {
+                          layout const& out, execution_space_of<MemorySpace> const& exec = {},
+                          std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   require_held("matmul", a, b);
   return einsum<detail::matmul_spec<RA, RB>()>(a, b, out, exec);
 }
@@ -60,7 +65,9 @@ template <class T, std::size_t RA, std::size_t RB, class MemorySpace>
 template <layout Out, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 [[nodiscard]] dtensor<T, Out, MemorySpace> matmul(dynamic_dtensor<T, RA, MemorySpace> const& a,
                                                   dynamic_dtensor<T, RB, MemorySpace> const& b,
-                                                  execution_space_of<MemorySpace> const& exec = {}) {
+                                                  execution_space_of<MemorySpace> const& exec = {},
+                                                  std::source_location where = std::source_location::current()) {
+  shardmesh::detail::called_from const site(where);
   require_held("matmul", a, b);
   static_assert(Out.rank == RA, "matmul: the requested layout's rank differs from the product's");
   return dtensor<T, Out, MemorySpace>(einsum<detail::matmul_spec<RA, RB>()>(a, b, Out, exec));

@@ -26,6 +26,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <source_location>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -98,7 +99,8 @@ void scatter_shards(device_mesh const& mesh, bound_layout const& values, tensor_
 template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class GlobalView>
 [[nodiscard]] dynamic_dtensor<typename GlobalView::non_const_value_type, GlobalView::rank(), MemorySpace> distribute(
     device_mesh const& mesh, layout const& l, GlobalView const& global, int root = all_ranks,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   using T = typename GlobalView::non_const_value_type;
   constexpr std::size_t Rank = GlobalView::rank();
   using result = dynamic_dtensor<T, Rank, MemorySpace>;
@@ -170,9 +172,9 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class
 template <layout Layout, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class GlobalView>
 [[nodiscard]] dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace> distribute(
     device_mesh const& mesh, GlobalView const& global, int root = all_ranks,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
   return dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace>(
-      distribute<MemorySpace>(mesh, Layout, global, root, exec));
+      distribute<MemorySpace>(mesh, Layout, global, root, exec, where));
 }
 
 // A constant layout on a mesh with constant axis names: the axes are checked at compile time.
@@ -180,9 +182,9 @@ template <layout Layout, class MemorySpace = Kokkos::DefaultExecutionSpace::memo
           class GlobalView>
 [[nodiscard]] dtensor<typename GlobalView::non_const_value_type, Layout, MemorySpace> distribute(
     static_mesh<Shape> const& mesh, GlobalView const& global, int root = all_ranks,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
   static_assert(check_layout<Shape, Layout, typename GlobalView::non_const_value_type>());
-  return distribute<Layout, MemorySpace>(static_cast<device_mesh const&>(mesh), global, root, exec);
+  return distribute<Layout, MemorySpace>(static_cast<device_mesh const&>(mesh), global, root, exec, where);
 }
 
 }  // namespace shardmesh

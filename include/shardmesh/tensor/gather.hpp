@@ -19,6 +19,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <source_location>
 #include <vector>
 
 namespace shardmesh {
@@ -26,7 +27,8 @@ namespace shardmesh {
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace> gather(
     dynamic_dtensor<T, Rank, MemorySpace> const& x, int root = all_ranks,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   using host_view = Kokkos::View<typename detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
   using host_flat = Kokkos::View<T*, Kokkos::HostSpace>;
   require_held("gather", x);

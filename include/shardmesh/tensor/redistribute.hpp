@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -277,15 +278,17 @@ template <class T, std::size_t Rank, class MemorySpace>
 // Run-time layouts.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
-    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to, execution_space_of<MemorySpace> const& exec = {},
+    std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   return {x, to, nullptr, completion::deferred, exec};
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
-[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x,
-                                                                 layout const& to,
-                                                                 execution_space_of<MemorySpace> const& exec = {}) {
+[[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> redistribute(
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, layout const& to, execution_space_of<MemorySpace> const& exec = {},
+    std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   return redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, to, nullptr, completion::immediate, exec).get();
 }
 
@@ -294,27 +297,34 @@ template <class T, std::size_t Rank, class MemorySpace>
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] redistribution<dynamic_dtensor<T, Rank, MemorySpace>> redistribute_async(
     dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   return {x, y.layout(), &y, completion::deferred, exec};
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
 void redistribute(dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, Rank, MemorySpace>& y,
-                  execution_space_of<MemorySpace> const& exec = {}) {
+                  execution_space_of<MemorySpace> const& exec = {},
+                  std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   redistribution<dynamic_dtensor<T, Rank, MemorySpace>>(x, y.layout(), &y, completion::immediate, exec).wait();
 }
 
 // Constant layouts: what does not depend on the mesh is checked at compile time.
 template <layout To, class T, layout From, class MemorySpace>
 [[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(
-    dtensor<T, From, MemorySpace> const& x, execution_space_of<MemorySpace> const& exec = {}) {
+    dtensor<T, From, MemorySpace> const& x, execution_space_of<MemorySpace> const& exec = {},
+    std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
   return {x, To, nullptr, completion::deferred, exec};
 }
 
 template <layout To, class T, layout From, class MemorySpace>
 [[nodiscard]] dtensor<T, To, MemorySpace> redistribute(dtensor<T, From, MemorySpace> const& x,
-                                                       execution_space_of<MemorySpace> const& exec = {}) {
+                                                       execution_space_of<MemorySpace> const& exec = {},
+                                                       std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
   return redistribution<dtensor<T, To, MemorySpace>>(x, To, nullptr, completion::immediate, exec).get();
 }
@@ -322,14 +332,17 @@ template <layout To, class T, layout From, class MemorySpace>
 template <class T, layout From, layout To, class MemorySpace>
 [[nodiscard]] redistribution<dtensor<T, To, MemorySpace>> redistribute_async(
     dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    execution_space_of<MemorySpace> const& exec = {}, std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
   return {x, To, &y, completion::deferred, exec};
 }
 
 template <class T, layout From, layout To, class MemorySpace>
 void redistribute(dtensor<T, From, MemorySpace> const& x, dtensor<T, To, MemorySpace>& y,
-                  execution_space_of<MemorySpace> const& exec = {}) {
+                  execution_space_of<MemorySpace> const& exec = {},
+                  std::source_location where = std::source_location::current()) {
+  detail::called_from const site(where);
   static_assert(require_valid<transition_error("redistribute", names_mesh(From, To), From, To)>());
   redistribution<dtensor<T, To, MemorySpace>>(x, To, &y, completion::immediate, exec).wait();
 }
