@@ -83,7 +83,7 @@ int main(int argc, char* argv[]) {
         std::printf("%s times %s on mesh %s\n", a.notation().c_str(), b.notation().c_str(),
                     to_string(mesh.shape()).chars);
         std::printf("algorithm: %s", std::string(to_string(plan.algorithm)).c_str());
-        if (plan.algorithm == product_algorithm::summa) std::printf(" in strips of %zu", plan.strip);
+        if (plan.algorithm != product_algorithm::gather) std::printf(" in strips of %zu", plan.strip);
         std::printf("; result %s\n", c.notation().c_str());
         std::printf("workspace: %zu B planned, %zu B taken on rank 0 (beside %zu B of operand shards)\n",
                     static_cast<std::size_t>(plan.workspace * sizeof(double)), workspace,

@@ -164,6 +164,23 @@ static_assert(static_product<grid, "ik,kj->ij", blocks, blocks, std::array<std::
 static_assert(static_product<grid, "ik,kj->ij", layout{cyclic(4, "r"), cyclic(4, "c")}, blocks,
                              std::array<std::size_t, 2>{640, 480}, std::array<std::size_t, 2>{480, 400}>()
                   .algorithm == product_algorithm::summa);
+// Operands replicated over an axis ("l"): SUMMA in layers (2.5-D), each
+// layer walking half of the strips, where k is long beside C (C's reduction
+// over the layers is small); the plain walk when the workspace allows the
+// strips but not also C's partial copy the layers sum.
+constexpr mesh_shape layered_mesh{{"r", 2}, {"l", 2}};
+constexpr layout rows{shard("r"), replicated};
+static_assert(static_product<layered_mesh, "ik,kj->ij", rows, rows, std::array<std::size_t, 2>{64, 4096},
+                             std::array<std::size_t, 2>{4096, 64}>()
+                  .algorithm == product_algorithm::summa_2_5d);
+constexpr op_layouts layered_within(std::uint64_t limit) {
+  compute_cost_model model;
+  model.workspace_limit = limit;
+  return plan_product(layered_mesh, parse_contraction("ik,kj->ij"), bind(layered_mesh, rows), bind(layered_mesh, rows),
+                      std::array<std::size_t, 2>{64, 4096}, std::array<std::size_t, 2>{4096, 64}, nullptr, model);
+}
+static_assert(layered_within(0).workspace == 2 * 64 * 512 + 32 * 64);  // two strips of B, and C's partial block
+static_assert(layered_within(2 * 64 * 512).algorithm == product_algorithm::summa);
 // Small operands gathered whole are cheaper than streaming them: gather.
 static_assert(
     static_product<mesh_shape{{"r", 2}}, "ik,kj->ij", layout{replicated, replicated}, layout{shard("r"), replicated},
@@ -175,17 +192,24 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
   std::size_t const ranks = static_cast<std::size_t>(test::world_size());
   std::vector<mesh_shape> shapes{mesh_shape{{"r", ranks}, {"c", 1}}, mesh_shape{{"r", 1}, {"c", ranks}}};
   if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 2}, {"c", ranks / 2}});
+  // A third axis the operands leave free: the layers of summa_2_5d.
+  if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 2}, {"c", ranks / 4}, {"l", 2}});
+  if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 1}, {"c", 2}, {"l", ranks / 2}});
   std::vector<layout> const layouts{layout{shard("r"), shard("c")}, layout{cyclic(2, "r"), cyclic(3, "c")},
                                     layout{shard("r", "c"), replicated}, layout{replicated, cyclic(5, "r", "c")}};
-  std::size_t streamed = 0;
+  std::size_t streamed = 0, layered = 0;
   for (mesh_shape const& shape : shapes) {
     device_mesh const mesh(MPI_COMM_WORLD, shape);
-    // Small limits make these small products stream, in strips of 1 to a few indices.
-    for (std::uint64_t const limit : {std::uint64_t{1}, std::uint64_t{200}, std::uint64_t{0}}) {
-      compute_cost_model model;
-      model.workspace_limit = limit;
+    // Small limits make these small products stream, in strips of 1 to a few
+    // indices; a latency of one element makes strips cheap, and layers pay.
+    std::vector<compute_cost_model> models(4);
+    models[0].workspace_limit = 1;
+    models[1].workspace_limit = 200;
+    models[3].latency_elements = 1;
+    for (compute_cost_model const& model : models) {
+      std::uint64_t const limit = model.workspace_limit;
       ops::set_compute_cost_model(mesh, model);
-      for (auto const& [m, k, n] : {std::array<std::size_t, 3>{33, 40, 29}, {7, 9, 5}, {3, 1, 2}}) {
+      for (auto const& [m, k, n] : {std::array<std::size_t, 3>{33, 40, 29}, {9, 120, 7}, {7, 9, 5}, {3, 1, 2}}) {
         auto const ga = test::pseudo_random(m * k, 1);
         auto const gb = test::pseudo_random(k * n, 2);
         tensor_index ec{};
@@ -202,10 +226,11 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
             auto const c = ops::einsum<"ik,kj->ij">(a, b);
             std::size_t const leased = pool.peak_leased_bytes();  // before gathering c leases its own
             // Sums of k products of numbers below 1 in magnitude, in any order:
-            // within k * k * epsilon of the exact value (k at most 40 here).
+            // within k * k * epsilon of the exact value (k at most 120 here).
             test::require_close(test::values_of(c), want,
                                 static_cast<double>(k * k) * std::numeric_limits<double>::epsilon());
-            if (plan.algorithm != product_algorithm::summa) continue;
+            if (plan.algorithm == product_algorithm::gather) continue;
+            layered += plan.algorithm == product_algorithm::summa_2_5d ? 1 : 0;
             REQUIRE(plan.strip >= 1);
             // The strips' buffers, within the bound the plan states (the result is the op's own).
             REQUIRE(leased <= plan.workspace * sizeof(double));
@@ -216,4 +241,5 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
     ops::set_compute_cost_model(mesh, {});
   }
   if (ranks > 1) CHECK(streamed > 0);
+  if (ranks % 2 == 0 && ranks > 2) CHECK(layered > 0);
 }

@@ -15,12 +15,19 @@
 //           two strips of each operand that travels of extra memory
 //           (double-buffered: the next strip travels while this one
 //           multiplies).
+//   summa_2_5d  SUMMA in layers (2.5-D; Solomonik and Demmel, 2011): where
+//           both operands are replicated over some mesh axes (the layers),
+//           each layer walks every layers-th strip only, and C, partial
+//           over the layers, is summed there. Each rank receives and
+//           multiplies a layer's share of the strips, for one reduction
+//           of its block of C; the operands' replicas are the memory that
+//           pays for it.
 //
-// Both deliver the same C, in the same layout. The choice: among the
+// All deliver the same C, in the same layout. The choice: among the
 // algorithms whose extra memory fits the limit (by default the larger
 // operand's shard, and at least 64 Ki elements: a large product may not
-// need more workspace than an input holds), the faster by the cost model;
-// if none fits, the one needing less.
+// need more workspace than an input holds), the faster by the cost model
+// (moves plus multiply-adds); if none fits, the one needing less.
 // Pure constexpr; no Kokkos or MPI.
 
 #include "shardmesh/algebra/layout.hpp"
@@ -33,10 +40,19 @@
 
 namespace shardmesh {
 
-enum class product_algorithm : unsigned char { gather, summa };
+enum class product_algorithm : unsigned char { gather, summa, summa_2_5d };
 
 [[nodiscard]] constexpr std::string_view to_string(product_algorithm a) {
-  return a == product_algorithm::summa ? "summa" : "gather";
+  switch (a) {
+    case product_algorithm::summa: return "summa";
+    case product_algorithm::summa_2_5d: return "summa-2.5d";
+    default: return "gather";
+  }
+}
+
+// Whether strip s of a walk belongs to `layer` of `layers` (round robin).
+[[nodiscard]] constexpr bool layer_walks(std::size_t s, std::size_t layer, std::size_t layers) {
+  return s % layers == layer;
 }
 
 // Where a strip of k that starts at global index g ends: at most `width`

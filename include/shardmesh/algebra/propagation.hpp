@@ -27,6 +27,7 @@
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/algebra/validation.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -322,22 +323,38 @@ template <class Rule, class Work>
          (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
 }
 
+// The mesh axes of extent above 1 that neither a nor b uses: both operands
+// are replicated over them (the layers of summa_2_5d).
+[[nodiscard]] constexpr axis_set free_axes(mesh_shape const& mesh, bound_layout const& a, bound_layout const& b) {
+  axis_set s;
+  for (std::size_t i = 0; i < mesh.ndim; ++i)
+    if (mesh[i].extent > 1) s.insert(i);
+  return s - used_axes(a) - used_axes(b);
+}
+
 // The SUMMA plan of a matrix product from a and b (normalised, not partial,
 // k sharded in at least one): k gathered in both as far as the rule goes,
-// the operands streamed in strips instead of moved; !ok if the product
-// rule refuses those layouts.
+// the operands streamed in strips instead of moved; in layers over the
+// axes `layers` (none: plain SUMMA), where C is partial until delivered.
+// !ok if the product rule refuses those layouts. r.work is the
+// multiply-adds of a whole walk, `work`, scaled to the layer's share.
 [[nodiscard]] constexpr op_layouts summa_plan(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
                                               bound_layout const& b, std::span<std::size_t const> ea,
                                               std::span<std::size_t const> eb, std::span<std::size_t const> ec,
                                               bound_layout const* requested, compute_cost_model model,
-                                              std::uint64_t limit) {
+                                              std::uint64_t limit, std::uint64_t work, axis_set layers) {
   bound_layout const whole_a = normalized(mesh, without_axes(a, dim_axes(a.dims[1])));
   bound_layout const whole_b = normalized(mesh, without_axes(b, dim_axes(b.dims[0])));
   op_layouts r = product_rule(mesh, k, whole_a, whole_b);
   // The strips are a's and b's rows and columns as they are: nothing else may move.
   if (!r.ok || normalized(mesh, r.a) != whole_a || normalized(mesh, r.b) != whole_b) return op_layouts{};
   r.c = normalized(mesh, r.c);
+  // Delivered as asked, or as plain SUMMA delivers it: layers change how, not what.
   r.out = requested != nullptr ? normalized(mesh, *requested) : r.c;
+  if (!layers.empty()) {
+    r.c.partial_axes = layers;
+    r.c.op = reduce_op::sum;
+  }
   std::uint64_t const result_move = move_cost(mesh, r.c, r.out, elements(ec), model);
   if (result_move == ~std::uint64_t{0}) return op_layouts{};
   mesh_coordinates const busiest{};  // block shards are largest at coordinate 0
@@ -349,12 +366,17 @@ template <class Rule, class Work>
   strip_walk const walk =
       walk_strips(mesh, a.dims[1], b.dims[0], extent, summa_width(buffered, extent, model.latency_elements, limit));
   r.strip = walk.widest;
+  // A layer's share of the strips, of their bytes and of the multiply-adds.
+  std::size_t const count = layers.empty() ? 1 : group_size(mesh, layers);
+  std::uint64_t const share = (walk.count + count - 1) / count;
+  auto const scaled = [&](std::uint64_t x) { return walk.count == 0 ? 0 : (x * share + walk.count - 1) / walk.count; };
   // The gathers' bytes, in one broadcast per strip and operand whose k is sharded.
   std::uint64_t const received = rows * (extent - local_extent(mesh, a.dims[1], extent, busiest)) +
                                  cols * (extent - local_extent(mesh, b.dims[0], extent, busiest));
-  std::uint64_t const messages = walk.count * ((a_travels ? 1U : 0U) + (b_travels ? 1U : 0U));
-  r.cost = received + messages * model.latency_elements + result_move;
-  r.algorithm = product_algorithm::summa;
+  std::uint64_t const messages = share * ((a_travels ? 1U : 0U) + (b_travels ? 1U : 0U));
+  r.cost = scaled(received) + messages * model.latency_elements + result_move;
+  r.work = scaled(work);
+  r.algorithm = layers.empty() ? product_algorithm::summa : product_algorithm::summa_2_5d;
   r.workspace = 2 * buffered * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
   return r;
 }
@@ -363,9 +385,10 @@ template <class Rule, class Work>
 inline constexpr std::uint64_t small_workspace = std::uint64_t{1} << 16;
 
 // Of the cheapest plan r and, for a matrix product whose k is sharded, the
-// SUMMA plan: the cheaper in moves plus work of those whose workspace fits
+// SUMMA plan and its layered (2.5-D) plan where the operands leave mesh
+// axes free: the cheapest in moves plus work of those whose workspace fits
 // the model's limit (by default the larger operand's shard, or
-// small_workspace if more), else the one needing less workspace.
+// small_workspace if more), else the one needing least workspace.
 [[nodiscard]] constexpr op_layouts choose_algorithm(mesh_shape const& mesh, contraction const& k, bound_layout const& a,
                                                     bound_layout const& b, std::span<std::size_t const> ea,
                                                     std::span<std::size_t const> eb, std::span<std::size_t const> ec,
@@ -379,14 +402,19 @@ inline constexpr std::uint64_t small_workspace = std::uint64_t{1} << 16;
       largest_shard(mesh, a, ea) > largest_shard(mesh, b, eb) ? largest_shard(mesh, a, ea) : largest_shard(mesh, b, eb);
   std::uint64_t const limit =
       model.workspace_limit != 0 ? model.workspace_limit : (larger > small_workspace ? larger : small_workspace);
-  op_layouts s = summa_plan(mesh, k, a, b, ea, eb, ec, requested, model, limit);
-  if (!s.ok) return r;
-  s.work = r.work;  // the same multiply-adds
-  bool const r_fits = r.workspace <= limit;
-  bool const s_fits = s.workspace <= limit;
-  if (r_fits && s_fits) return s.cost < r.cost ? s : r;
-  if (r_fits != s_fits) return s_fits ? s : r;
-  return s.workspace < r.workspace ? s : r;
+  axis_set const layers = free_axes(mesh, a, b);
+  std::array<op_layouts, 3> const candidates{
+      r, summa_plan(mesh, k, a, b, ea, eb, ec, requested, model, limit, r.work, axis_set{}),
+      layers.empty() ? op_layouts{} : summa_plan(mesh, k, a, b, ea, eb, ec, requested, model, limit, r.work, layers)};
+  op_layouts const* best = &candidates[0];
+  auto const better = [&](op_layouts const& x) {
+    bool const fits = x.workspace <= limit, best_fits = best->workspace <= limit;
+    if (fits != best_fits) return fits;
+    return fits ? x.cost + x.work < best->cost + best->work : x.workspace < best->workspace;
+  };
+  for (op_layouts const& x : candidates)
+    if (x.ok && better(x)) best = &x;
+  return *best;
 }
 
 }  // namespace detail

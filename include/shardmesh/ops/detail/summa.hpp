@@ -1,6 +1,7 @@
 #pragma once
 // SUMMA for C = alpha A.B of matrices (algebra/product_algorithm.hpp): the
-// contracted dimension k walked in strips; each strip of A broadcast over
+// contracted dimension k walked in strips (all of them by every rank, or a
+// share by each layer of ranks: summa_2_5d); each strip of A broadcast over
 // the axes that shard A's k from the rank holding it, each strip of B over
 // those of B's; every rank adds the strip's product into its block of C.
 // Two strips of each operand that travels live in the mesh's workspace, so
@@ -21,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 namespace shardmesh::ops::detail {
 
@@ -117,9 +119,25 @@ class summa_operand {
   std::array<in_flight, 2> slots_;
 };
 
-// c = alpha a.b by SUMMA in strips of `width`. Precondition: c is in the
-// layout product_layout gives a and b with k gathered, and is a's rows by
-// b's columns on this rank.
+// The first indices of the strips this rank multiplies: every strip, or,
+// when c is partial over layers (summa_2_5d), its layer's share.
+[[nodiscard]] inline std::vector<std::size_t> strips_walked(device_mesh const& mesh, bound_dim const& ka,
+                                                            bound_dim const& kb, std::size_t extent, std::size_t width,
+                                                            axis_set layers) {
+  mesh_shape const& shape = mesh.shape();
+  std::size_t const count = layers.empty() ? 1 : group_size(shape, layers);
+  std::size_t const layer = layers.empty() ? 0 : group_position(shape, layers, mesh.rank());
+  std::vector<std::size_t> starts;
+  std::size_t s = 0;
+  for (std::size_t g = 0; g < extent; g = strip_end(shape, ka, kb, extent, g, width), ++s)
+    if (layer_walks(s, layer, count)) starts.push_back(g);
+  return starts;
+}
+
+// c = alpha a.b by SUMMA in strips of `width`, in layers where c is partial
+// (each layer's sum of its strips' products). Precondition: c is in the
+// layout product_layout gives a and b with k gathered (partial over axes
+// neither uses, for layers), and is a's rows by b's columns on this rank.
 template <class T, class MemorySpace>
 void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, MemorySpace> const& b,
            dynamic_dtensor<T, 2, MemorySpace> const& c, T alpha, std::size_t width,
@@ -136,28 +154,29 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
   };
   sa.use({part(0, na), part(na, na)});
   sb.use({part(2 * na, nb), part(2 * na + nb, nb)});
-  if (extent == 0) Kokkos::deep_copy(exec, c.local(), T(0));
   mesh_shape const& shape = mesh.shape();
+  std::vector<std::size_t> const starts =
+      strips_walked(mesh, sa.k(), sb.k(), extent, width, shardmesh::detail::normalized(shape, c.bound()).partial_axes);
+  if (starts.empty()) Kokkos::deep_copy(exec, c.local(), T(0));
   auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
   auto const start = [&](std::size_t g, std::size_t slot) {
     sa.start(g, end_of(g) - g, slot, exec);
     sb.start(g, end_of(g) - g, slot, exec);
   };
-  if (extent > 0) start(0, 0);
-  std::size_t slot = 0;
-  for (std::size_t g = 0; g < extent; g = end_of(g), slot ^= 1) {
-    if (end_of(g) < extent) {  // the next strip travels while this one multiplies
+  if (!starts.empty()) start(starts[0], 0);
+  for (std::size_t i = 0, slot = 0; i < starts.size(); ++i, slot ^= 1) {
+    if (i + 1 < starts.size()) {  // the next strip travels while this one multiplies
       exec.fence("shardmesh::summa: the other slot's product is done");
-      start(end_of(g), slot ^ 1);
+      start(starts[i + 1], slot ^ 1);
     }
     sa.wait(slot);
     sb.wait(slot);
     gemm_shape s;
     s.m = rows;
     s.n = cols;
-    s.k = end_of(g) - g;
+    s.k = end_of(starts[i]) - starts[i];
     local_gemm(exec, s, alpha, sa.data(slot), gemm_strides{{}, sa.row_stride(slot), 1}, sb.data(slot),
-               gemm_strides{{}, sb.row_stride(slot), 1}, g == 0 ? T(0) : T(1), c.local().data(),
+               gemm_strides{{}, sb.row_stride(slot), 1}, i == 0 ? T(0) : T(1), c.local().data(),
                gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
     shardmesh::progress(mesh);
   }
