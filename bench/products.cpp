@@ -4,6 +4,8 @@
 //       block-cyclic in 64 x 64 blocks over the mesh's rows and columns:
 //         shardmesh  ops::einsum<"ik,kj->ij">(a, b, blocks), run as the
 //                    algebra chooses (SUMMA for these shapes)
+//         shardmesh_at_pdgemm_memory  the same with the mesh's workspace
+//                    limit set to what pdgemm took beside its arrays
 //         pdgemm     ScaLAPACK's pdgemm on the same local arrays: they are
 //                    its column-major arrays of the transposes, so it
 //                    computes C^T = B^T A^T on the mesh's grid transposed
@@ -26,10 +28,12 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 // ScaLAPACK's C-callable entry points (it ships no header for them).
@@ -122,26 +126,33 @@ double largest_difference(matrix const& x, matrix const& y) {
   return scale > 0 ? d / scale : d;
 }
 
-void product_case(benchmark::State& state, mesh_shape const& shape, std::size_t n, bool ours) {
+enum class impl { shardmesh, shardmesh_at_pdgemm_memory, pdgemm };
+
+void product_case(benchmark::State& state, mesh_shape const& shape, std::size_t n, impl which) {
   device_mesh const mesh(MPI_COMM_WORLD, shape);
   layout const blocks{cyclic(block, "r"), cyclic(block, "c")};
   matrix const a = filled(mesh, blocks, n, 0);
   matrix const b = filled(mesh, blocks, n, 1);
+  matrix const c = zeros<double, host>(mesh, blocks, {n, n});
+  scalapack_product const pdgemm(shape, a, b, c);
   auto const product = [&] { return ops::einsum<"ik,kj->ij">(a, b, blocks); };
-  if (ours) {
-    time_max_over_ranks(state, [&] { benchmark::DoNotOptimize(product()); });
-    workspace_of<host>(mesh).release_all();  // the pools' memory counts: they start empty
-    ops::release_cached_results(mesh);
-    double const result = static_cast<double>(a.local().size() * sizeof(double));  // C's shard is A's here
-    state.counters["workspace_bytes"] = extra_heap([&] { benchmark::DoNotOptimize(product()); }) - result;
-  } else {
-    matrix const c = zeros<double, host>(mesh, blocks, {n, n});
-    scalapack_product const pdgemm(shape, a, b, c);
+  if (which == impl::pdgemm) {
     time_max_over_ranks(state, pdgemm);
     state.counters["workspace_bytes"] = extra_heap(pdgemm);
     double const tolerance = static_cast<double>(n) * std::numeric_limits<double>::epsilon();
     if (double const d = largest_difference(c, product()); d > tolerance)
       state.SkipWithError("pdgemm's C differs from shardmesh's by " + std::to_string(d) + " relative");
+  } else {
+    if (which == impl::shardmesh_at_pdgemm_memory) {  // the workspace limit: what pdgemm takes beside its arrays
+      compute_cost_model model;
+      model.workspace_limit = static_cast<std::uint64_t>(extra_heap(pdgemm)) / sizeof(double);
+      ops::set_compute_cost_model(mesh, model);
+    }
+    time_max_over_ranks(state, [&] { benchmark::DoNotOptimize(product()); });
+    workspace_of<host>(mesh).release_all();  // the pools' memory counts: they start empty
+    ops::release_cached_results(mesh);
+    double const result = static_cast<double>(a.local().size() * sizeof(double));  // C's shard is A's here
+    state.counters["workspace_bytes"] = extra_heap([&] { benchmark::DoNotOptimize(product()); }) - result;
   }
   state.counters["operand_bytes"] = max_over_ranks(static_cast<double>((a.local().size() + b.local().size()) * 8));
   state.counters["flops_per_rank"] = 2.0 * static_cast<double>(n * n * n) / static_cast<double>(shape.size());
@@ -153,15 +164,19 @@ void register_all() {
   if (ranks == 2) meshes = {mesh_shape{{"r", 2}, {"c", 1}}, mesh_shape{{"r", 1}, {"c", 2}}};
   if (ranks == 4) meshes = {mesh_shape{{"r", 2}, {"c", 2}}};
   if (ranks == 8) meshes = {mesh_shape{{"r", 2}, {"c", 4}}};
+  std::array<std::pair<impl, char const*>, 3> const impls{
+      {{impl::shardmesh, "shardmesh"},
+       {impl::shardmesh_at_pdgemm_memory, "shardmesh_at_pdgemm_memory"},
+       {impl::pdgemm, "pdgemm"}}};
   for (std::size_t round = 0; round < rounds(); ++round)
     for (mesh_shape const& shape : meshes)
       for (std::size_t n : {1024, 2048})
-        for (bool ours : {true, false}) {
+        for (auto const& [which, label] : impls) {
           std::string const name = "product/" + std::to_string(shape[0].extent) + "x" +
-                                   std::to_string(shape[1].extent) + "/" + std::to_string(n) + "/" +
-                                   (ours ? "shardmesh" : "pdgemm") +
+                                   std::to_string(shape[1].extent) + "/" + std::to_string(n) + "/" + label +
                                    (rounds() > 1 ? "/round:" + std::to_string(round) : "");
-          benchmark::RegisterBenchmark(name, [shape, n, ours](benchmark::State& s) { product_case(s, shape, n, ours); })
+          benchmark::RegisterBenchmark(name,
+                                       [shape, n, which](benchmark::State& s) { product_case(s, shape, n, which); })
               ->UseManualTime()
               ->Iterations(n >= 2048 ? 3 : 10)
               ->Unit(benchmark::kMillisecond);

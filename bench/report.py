@@ -10,12 +10,14 @@ kind/mesh/from->to/size/implementation; the transformer block's are
 block/run/shape/variant/implementation and gemm/run/spec/geometry/implementation;
 data parallelism's reduce_scatter/size/implementation and dp_step/model/stage;
 pipelines' p2p/size/implementation and pipeline/schedule/m<micro-batches>;
-checkpoints' save/size/implementation and load/size/implementation.
+checkpoints' save/size/implementation and load/size/implementation;
+products' product/mesh/n/implementation; pencil transposes'
+pencil/ranks/n/contiguous|strided/implementation.
 Times are medians over repetitions (rounds); ratios are medians of the ratios
 of runs taken side by side. Each --readme FILE has the part between each pair
 of results markers it holds replaced by the section of those results:
 transition results, transformer block results, gemm results, data parallel results,
-pipeline results, checkpoint results.
+pipeline results, checkpoint results, product results, pencil results.
 """
 import argparse
 import json
@@ -35,6 +37,9 @@ PIPELINE_MARKERS = ("<!-- pipeline results begin -->", "<!-- pipeline results en
 PIPELINE_KINDS = ("p2p", "pipeline")
 CHECKPOINT_MARKERS = ("<!-- checkpoint results begin -->", "<!-- checkpoint results end -->")
 CHECKPOINT_KINDS = ("save", "load")
+PRODUCT_MARKERS = ("<!-- product results begin -->", "<!-- product results end -->")
+PENCIL_MARKERS = ("<!-- pencil results begin -->", "<!-- pencil results end -->")
+PRODUCT_KINDS = ("product", "pencil")
 SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -48,7 +53,7 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS
                for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
@@ -446,6 +451,54 @@ def checkpoint_section(results):
     return "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n"
 
 
+def load_cases(paths, kind, case_parts):
+    """{case: {impl: [{"ms": ..., counters...} per round, in order]}} for benchmarks kind/<case_parts
+    parts>/<impl parts...>, and the contexts."""
+    results = defaultdict(lambda: defaultdict(list))
+    runs, contexts = iterations(paths, (kind,))
+    for _, _, b, parts, ms in runs:
+        impl = "/".join(p for p in parts[1 + case_parts:] if ":" not in p and p != "manual_time")
+        results[tuple(parts[1:1 + case_parts])][impl].append({**numbers(b), "ms": ms})
+    return results, contexts
+
+
+def product_section(results):
+    """Distributed products against ScaLAPACK's pdgemm: time and workspace, side by side; and shardmesh with its
+    workspace limited to what pdgemm took."""
+    rows = ["| mesh | n | shardmesh ms | pdgemm ms | shardmesh / pdgemm | shardmesh KiB | pdgemm KiB | "
+            "at pdgemm's memory: ms | / pdgemm | KiB | operand shards KiB |", "|" + "---|" * 11]
+    same = "shardmesh_at_pdgemm_memory"
+    for mesh, n in sorted(results, key=lambda k: (k[0], int(k[1]))):
+        r = results[(mesh, n)]
+        if "shardmesh" not in r or "pdgemm" not in r:
+            continue
+        med = lambda impl, field="ms": statistics.median(x[field] for x in r[impl])
+        kib = lambda impl: f"{med(impl, 'workspace_bytes') / 1024:.0f}"
+        limited = (f"{fmt_ms(med(same))} | {dp_ratio(r[same], r['pdgemm']):.2f} | {kib(same)}" if same in r
+                   else " | | ")
+        rows.append(f"| {mesh} | {n} | {fmt_ms(med('shardmesh'))} | {fmt_ms(med('pdgemm'))} | "
+                    f"{dp_ratio(r['shardmesh'], r['pdgemm']):.2f} | {kib('shardmesh')} | {kib('pdgemm')} | {limited} | "
+                    f"{med('pdgemm', 'operand_bytes') / 1024:.0f} |")
+    return "\n".join(rows) + "\n"
+
+
+def pencil_section(results):
+    """Strided pencil transposes against contiguous ones and hand-written MPI, side by side."""
+    rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | alltoallw ms | strided / alltoallw | "
+            "hand-packed ms | strided / hand-packed |", "|" + "---|" * 9]
+    for ranks, n in sorted(results, key=lambda k: (int(k[0]), int(k[1]))):
+        r = results[(ranks, n)]
+        ours, base = r.get("strided/shardmesh"), r.get("contiguous/shardmesh")
+        if not ours or not base:
+            continue
+        med = lambda impl: statistics.median(x["ms"] for x in r[impl])
+        cells = [fmt_ms(med("contiguous/shardmesh")), fmt_ms(med("strided/shardmesh")), f"{dp_ratio(ours, base):.2f}"]
+        for impl in ("strided/alltoallw", "strided/hand_packed"):
+            cells += [fmt_ms(med(impl)), f"{dp_ratio(ours, r[impl]):.2f}"] if impl in r else ["", ""]
+        rows.append(f"| {ranks} | {n}^3 | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def replace_between(text, markers, section):
     begin, end = markers
     head, rest = text.split(begin, 1)
@@ -467,7 +520,9 @@ def main():
     dp, dp_contexts = load_data_parallel(args.results)
     pipe, pipe_contexts = load_data_parallel(args.results, PIPELINE_KINDS)
     saves, save_contexts = load_data_parallel(args.results, CHECKPOINT_KINDS)
-    if not results and not block and not dp and not pipe and not saves:
+    products, product_contexts = load_cases(args.results, "product", 2)
+    pencils, pencil_contexts = load_cases(args.results, "pencil", 2)
+    if not results and not block and not dp and not pipe and not saves and not products and not pencils:
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -484,6 +539,12 @@ def main():
     if saves:
         sections[CHECKPOINT_MARKERS] = (f"Produced by `{args.command}` on {machine(save_contexts)}.\n\n"
                                         f"{checkpoint_section(saves)}")
+    if products:
+        sections[PRODUCT_MARKERS] = (f"Produced by `{args.command}` on {machine(product_contexts)}.\n\n"
+                                     f"{product_section(products)}")
+    if pencils:
+        sections[PENCIL_MARKERS] = (f"Produced by `{args.command}` on {machine(pencil_contexts)}.\n\n"
+                                    f"{pencil_section(pencils)}")
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -496,7 +557,8 @@ def main():
         with open(path) as f:
             readme = f.read()
         if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
-                                                                           PIPELINE_MARKERS, CHECKPOINT_MARKERS)):
+                                                                           PIPELINE_MARKERS, CHECKPOINT_MARKERS,
+                                                                           PRODUCT_MARKERS, PENCIL_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

@@ -181,6 +181,9 @@ constexpr op_layouts layered_within(std::uint64_t limit) {
 }
 static_assert(layered_within(0).workspace == 2 * 64 * 512 + 32 * 64);  // two strips of B, and C's partial block
 static_assert(layered_within(2 * 64 * 512).algorithm == product_algorithm::summa);
+// A limit that leaves double-buffered strips narrower than efficient_depth:
+// one strip in flight, twice as wide.
+static_assert(layered_within(64 * 400).strip_buffers == 1 && layered_within(64 * 400).strip == 400);
 // Small operands gathered whole are cheaper than streaming them: gather.
 static_assert(
     static_product<mesh_shape{{"r", 2}}, "ik,kj->ij", layout{replicated, replicated}, layout{shard("r"), replicated},
@@ -197,7 +200,7 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
   if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 1}, {"c", 2}, {"l", ranks / 2}});
   std::vector<layout> const layouts{layout{shard("r"), shard("c")}, layout{cyclic(2, "r"), cyclic(3, "c")},
                                     layout{shard("r", "c"), replicated}, layout{replicated, cyclic(5, "r", "c")}};
-  std::size_t streamed = 0, layered = 0;
+  std::size_t streamed = 0, layered = 0, single = 0;
   for (mesh_shape const& shape : shapes) {
     device_mesh const mesh(MPI_COMM_WORLD, shape);
     // Small limits make these small products stream, in strips of 1 to a few
@@ -231,6 +234,7 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
                                 static_cast<double>(k * k) * std::numeric_limits<double>::epsilon());
             if (plan.algorithm == product_algorithm::gather) continue;
             layered += plan.algorithm == product_algorithm::summa_2_5d ? 1 : 0;
+            single += plan.strip_buffers == 1 ? 1 : 0;
             REQUIRE(plan.strip >= 1);
             // The strips' buffers, within the bound the plan states (the result is the op's own).
             REQUIRE(leased <= plan.workspace * sizeof(double));
@@ -241,5 +245,6 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
     ops::set_compute_cost_model(mesh, {});
   }
   if (ranks > 1) CHECK(streamed > 0);
+  if (ranks > 1) CHECK(single > 0);
   if (ranks % 2 == 0 && ranks > 2) CHECK(layered > 0);
 }

@@ -14,7 +14,7 @@
 //           rank adds the strip product into C. The same bytes as gather;
 //           two strips of each operand that travels of extra memory
 //           (double-buffered: the next strip travels while this one
-//           multiplies).
+//           multiplies), or one where a tight limit would make two narrow.
 //   summa_2_5d  SUMMA in layers (2.5-D; Solomonik and Demmel, 2011): where
 //           both operands are replicated over some mesh axes (the layers),
 //           each layer walks every layers-th strip only, and C, partial
@@ -93,20 +93,38 @@ struct strip_walk {
 // reads and writes, narrower ones leave the product bound by memory.
 inline constexpr std::size_t efficient_depth = 256;
 
-// The strip width of a SUMMA product whose busiest rank receives strips of
-// `buffered` elements per index of k (its rows of A and columns of B, of the
-// operands that travel): wide enough that each strip's bytes are 8 times a
-// message's latency (the latency adds at most an eighth) and at least
-// efficient_depth, narrow enough that the double-buffered strips,
-// 2 buffered width elements, fit `limit` (0: no limit), and at least 1.
-[[nodiscard]] constexpr std::size_t summa_width(std::size_t buffered, std::size_t extent,
-                                                std::uint64_t latency_elements, std::uint64_t limit) {
+// How wide a SUMMA product's strips are, and how many of each operand's
+// are in flight: 2 (the next strip travels while this one multiplies) or 1
+// (received, then multiplied).
+struct strip_shape {
+  std::size_t width = 1;
+  std::size_t buffers = 2;
+};
+
+// The strips of a SUMMA product whose busiest rank receives `buffered`
+// elements per index of k (its rows of A and columns of B, of the operands
+// that travel): wide enough that each strip's bytes are 8 times a message's
+// latency (the latency adds at most an eighth) and at least
+// efficient_depth, double-buffered, within `limit` elements (0: no limit).
+// Where the limit leaves double-buffered strips narrower than
+// efficient_depth, single buffers twice as wide: a product twice as deep
+// gains more than overlapping the broadcast, which shared memory moves
+// only while the ranks call MPI. At least 1 wide.
+[[nodiscard]] constexpr strip_shape summa_strips(std::size_t buffered, std::size_t extent,
+                                                 std::uint64_t latency_elements, std::uint64_t limit) {
   std::size_t const per_index = buffered > 0 ? buffered : 1;
   std::size_t width = static_cast<std::size_t>((8 * latency_elements + per_index - 1) / per_index);
   if (width < efficient_depth) width = efficient_depth;
-  if (limit != 0 && width > limit / (2 * per_index)) width = static_cast<std::size_t>(limit / (2 * per_index));
   if (width > extent) width = extent;
-  return width > 0 ? width : 1;
+  strip_shape s{width, 2};
+  if (limit != 0 && 2 * per_index * width > limit) {
+    std::size_t const doubled = static_cast<std::size_t>(limit / (2 * per_index));
+    s = doubled >= efficient_depth ? strip_shape{doubled, 2}
+                                   : strip_shape{static_cast<std::size_t>(limit / per_index), 1};
+    if (s.width > width) s.width = width;
+  }
+  if (s.width == 0) s.width = 1;
+  return s;
 }
 
 }  // namespace shardmesh

@@ -46,10 +46,11 @@ struct op_layouts {
   std::uint64_t work = 0;  // the local compute, in the same units (products only)
   fixed_text why;          // when !ok: why no layouts fit
   // Products only: how the layouts run (product_algorithm.hpp), summa's
-  // strip width, and the extra elements the busiest rank holds meanwhile
-  // (the gathered operands, or summa's strips).
+  // strip width and strips in flight per operand, and the extra elements
+  // the busiest rank holds meanwhile (the gathered operands, or the strips).
   product_algorithm algorithm = product_algorithm::gather;
   std::size_t strip = 0;
+  std::size_t strip_buffers = 0;
   std::uint64_t workspace = 0;
 };
 
@@ -363,9 +364,10 @@ template <class Rule, class Work>
   std::size_t const rows = local_extent(mesh, a.dims[0], ea[0], busiest);
   std::size_t const cols = local_extent(mesh, b.dims[1], eb[1], busiest);
   std::size_t const buffered = (a_travels ? rows : 0) + (b_travels ? cols : 0);
-  strip_walk const walk =
-      walk_strips(mesh, a.dims[1], b.dims[0], extent, summa_width(buffered, extent, model.latency_elements, limit));
+  strip_shape const strips = summa_strips(buffered, extent, model.latency_elements, limit);
+  strip_walk const walk = walk_strips(mesh, a.dims[1], b.dims[0], extent, strips.width);
   r.strip = walk.widest;
+  r.strip_buffers = strips.buffers;
   // A layer's share of the strips, of their bytes and of the multiply-adds.
   std::size_t const count = layers.empty() ? 1 : group_size(mesh, layers);
   std::uint64_t const share = (walk.count + count - 1) / count;
@@ -377,7 +379,7 @@ template <class Rule, class Work>
   r.cost = scaled(received) + messages * model.latency_elements + result_move;
   r.work = scaled(work);
   r.algorithm = layers.empty() ? product_algorithm::summa : product_algorithm::summa_2_5d;
-  r.workspace = 2 * buffered * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
+  r.workspace = r.strip_buffers * buffered * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
   return r;
 }
 

@@ -5,7 +5,8 @@
 // the axes that shard A's k from the rank holding it, each strip of B over
 // those of B's; every rank adds the strip's product into its block of C.
 // Two strips of each operand that travels live in the mesh's workspace, so
-// that the next strip's broadcasts are in flight while this one multiplies;
+// that the next strip's broadcasts are in flight while this one multiplies
+// (or one, where the plan says a tight limit would make two too narrow);
 // B's holder broadcasts its strip (whole rows) where it lies.
 
 #include "shardmesh/algebra/axis_groups.hpp"
@@ -140,20 +141,23 @@ class summa_operand {
 // neither uses, for layers), and is a's rows by b's columns on this rank.
 template <class T, class MemorySpace>
 void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, MemorySpace> const& b,
-           dynamic_dtensor<T, 2, MemorySpace> const& c, T alpha, std::size_t width,
+           dynamic_dtensor<T, 2, MemorySpace> const& c, T alpha, std::size_t width, std::size_t buffers,
            execution_space_of<MemorySpace> const& exec) {
   device_mesh const& mesh = a.mesh();
   std::size_t const rows = a.local().extent(0), cols = b.local().extent(1), extent = a.global_extents()[1];
   summa_operand<T, MemorySpace> sa(a, 1);
   summa_operand<T, MemorySpace> sb(b, 0);
   std::size_t const na = sa.buffered() * width, nb = sb.buffered() * width;
-  auto const buffer = workspace_of<MemorySpace>(mesh).acquire(2 * (na + nb) * sizeof(T));
-  auto const all = buffer->template as<T>(2 * (na + nb));
-  auto const part = [&](std::size_t offset, std::size_t n) {
-    return Kokkos::subview(all, Kokkos::make_pair(offset, offset + n));
+  bool const overlapped = buffers > 1;  // else one strip per operand: received, then multiplied
+  std::size_t const second = overlapped ? 1 : 0;
+  auto const buffer = workspace_of<MemorySpace>(mesh).acquire((1 + second) * (na + nb) * sizeof(T));
+  auto const all = buffer->template as<T>((1 + second) * (na + nb));
+  auto const part = [&](std::size_t slot, std::size_t offset, std::size_t n) {
+    std::size_t const at = offset + slot * second * n;
+    return Kokkos::subview(all, Kokkos::make_pair(at, at + n));
   };
-  sa.use({part(0, na), part(na, na)});
-  sb.use({part(2 * na, nb), part(2 * na + nb, nb)});
+  sa.use({part(0, 0, na), part(1, 0, na)});
+  sb.use({part(0, (1 + second) * na, nb), part(1, (1 + second) * na, nb)});
   mesh_shape const& shape = mesh.shape();
   std::vector<std::size_t> const starts =
       strips_walked(mesh, sa.k(), sb.k(), extent, width, shardmesh::detail::normalized(shape, c.bound()).partial_axes);
@@ -164,8 +168,12 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
     sb.start(g, end_of(g) - g, slot, exec);
   };
   if (!starts.empty()) start(starts[0], 0);
-  for (std::size_t i = 0, slot = 0; i < starts.size(); ++i, slot ^= 1) {
-    if (i + 1 < starts.size()) {  // the next strip travels while this one multiplies
+  for (std::size_t i = 0, slot = 0; i < starts.size(); ++i, slot ^= second) {
+    if (i > 0 && !overlapped) {
+      exec.fence("shardmesh::summa: the last product is done with the strips");
+      start(starts[i], slot);
+    }
+    if (i + 1 < starts.size() && overlapped) {  // the next strip travels while this one multiplies
       exec.fence("shardmesh::summa: the other slot's product is done");
       start(starts[i + 1], slot ^ 1);
     }
