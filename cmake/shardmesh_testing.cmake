@@ -27,10 +27,12 @@ if(_shardmesh_cores LESS 1)
 endif()
 
 set(SHARDMESH_EXPECT_FAILURE_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/shardmesh_expect_failure.cmake)
+set(SHARDMESH_ISOLATED_LAUNCH ${CMAKE_CURRENT_LIST_DIR}/shardmesh_isolated_launch.sh)
 
-# The mpiexec command line that starts EXECUTABLE on RANKS ranks.
+# The mpiexec command line that starts EXECUTABLE on RANKS ranks, each launch
+# in a temporary directory of its own (see shardmesh_isolated_launch.sh).
 function(shardmesh_mpiexec_command out ranks executable)
-  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${_shardmesh_mpiexec_preflags}
+  set(${out} ${SHARDMESH_ISOLATED_LAUNCH} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${_shardmesh_mpiexec_preflags}
       ${executable} ${_shardmesh_mpiexec_postflags} ${ARGN} PARENT_SCOPE)
 endfunction()
 

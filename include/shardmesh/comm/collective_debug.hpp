@@ -13,8 +13,8 @@
 //    SHARDMESH_WATCHDOG_SECONDS (default 300) in one collective prints
 //    where every rank of the job is (waiting in which collective, since
 //    when; or what it last waited in, or that it exited), read from status
-//    files each rank keeps in SHARDMESH_WATCHDOG_DIR (default /tmp; a
-//    folder every node shares shows the whole job), and ends the job.
+//    files each rank keeps in SHARDMESH_WATCHDOG_DIR (default TMPDIR, else
+//    /tmp; a folder every node shares shows the whole job), and ends the job.
 //
 // Off, every collective checks one boolean and does nothing else.
 
@@ -164,6 +164,7 @@ class collective_debugger {
     char const* seconds = std::getenv("SHARDMESH_WATCHDOG_SECONDS");
     if (seconds != nullptr) timeout_ = std::strtod(seconds, nullptr);
     char const* folder = std::getenv("SHARDMESH_WATCHDOG_DIR");
+    if (folder == nullptr) folder = std::getenv("TMPDIR");
     // One job's ranks share a key: the launcher's job name where it has one,
     // else the launcher daemon every rank on a node descends from.
     char const* job = std::getenv("PMIX_NAMESPACE");
