@@ -130,20 +130,28 @@ function(shardmesh_add_compile_fail_test)
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree LABELS compile_fail)
 endfunction()
 
-# shardmesh_add_compile_test(NAME <test> TARGET <target> SOURCES ... [LIBRARY <lib>])
+# shardmesh_add_compile_test(NAME <test> TARGET <target> SOURCES ... [LIBRARY <lib>] [FULL])
 # Sources that pass when they compile (their checks are static_asserts): an
 # object library built with everything else (against LIBRARY, by default
 # shardmesh::shardmesh), and a test that rebuilds it so that ctest reports it.
+# FULL: only the full suite's test builds it (label full, not in `all`).
 function(shardmesh_add_compile_test)
-  cmake_parse_arguments(arg "" "NAME;TARGET;LIBRARY" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "FULL" "NAME;TARGET;LIBRARY" "SOURCES" ${ARGN})
   if(NOT arg_LIBRARY)
     set(arg_LIBRARY shardmesh::shardmesh)
   endif()
-  add_library(${arg_TARGET} OBJECT ${arg_SOURCES})
+  set(exclude "")
+  if(arg_FULL)
+    set(exclude EXCLUDE_FROM_ALL)
+  endif()
+  add_library(${arg_TARGET} OBJECT ${exclude} ${arg_SOURCES})
   target_link_libraries(${arg_TARGET} PRIVATE ${arg_LIBRARY})
   shardmesh_target_warnings(${arg_TARGET})
   add_test(NAME ${arg_NAME} COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${arg_TARGET} --config $<CONFIG>)
   set_tests_properties(${arg_NAME} PROPERTIES RESOURCE_LOCK shardmesh_build_tree TIMEOUT 600)
+  if(arg_FULL)
+    set_tests_properties(${arg_NAME} PROPERTIES LABELS full)
+  endif()
 endfunction()
 
 # shardmesh_scale_test_timeouts(<dir>): multiplies the TIMEOUT of every test

@@ -150,14 +150,14 @@ TEST_CASE("the memory ledger keeps categories, high-water marks and entries", "[
 TEST_CASE("workspace leases show in the ledger", "[runtime][ledger]") {
   if (world() < 2) return;
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"x", world()}});
-  // Rows to columns of an uneven matrix packs and unpacks through the workspace.
+  // Gathering the columns of an uneven matrix unpacks through the workspace.
   std::size_t const n = 5 * world() + 3;
   host_matrix const global = numbered(n);
-  auto const x = distribute<rows>(mesh, global);
+  auto const x = distribute<cols>(mesh, global);
   auto& pool = workspace_of<Kokkos::DefaultExecutionSpace::memory_space>(mesh);
   mesh.ledger().reset_peaks();
   pool.reset_peak();
-  auto const y = redistribute_async<cols>(x).get();
+  auto const y = redistribute_async<layout{replicated, replicated}>(x).get();
   REQUIRE(pool.peak_leased_bytes() > 0);
   REQUIRE(mesh.ledger().peak(memory_category::workspace) == pool.peak_leased_bytes());
   REQUIRE(mesh.ledger().current(memory_category::workspace) == 0);

@@ -3,10 +3,12 @@
 // pair of ranks, and each way of addressing the two sides, both kernel forms
 // (a range of segments, used on the host; a team per segment, used on
 // devices) must copy every element where the lists say. Long rows cut into
-// several segments are included.
+// several segments are included. Then the MPI datatypes of the same pieces
+// (host memory) against the same walk.
 #include "../algebra/layout_enumeration.hpp"
 #include "mpi_test.hpp"
 
+#include <shardmesh/tensor/detail/piece_datatypes.hpp>
 #include <shardmesh/tensor/detail/pieces.hpp>
 
 #include <catch2/catch_test_macros.hpp>
@@ -128,5 +130,74 @@ TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tenso
     checked += check_pair(mesh, rows, cols, tensor_index{3, 2 * segment_length + 5});
     checked += check_pair(mesh, cols, rows, tensor_index{3, 2 * segment_length + 5});
   }
+  CHECK(checked > 0);
+}
+
+namespace {
+
+// What MPI reads or writes through piece 0's datatype on one side: packs
+// `shard` by it, or unpacks `packed` into `shard` by it.
+std::vector<double> through_datatype(piece_set const& one, bool source, std::vector<double> const& data,
+                                     std::vector<double> shard) {
+  mpi_datatype const type = piece_datatype(one, 0, source, sizeof(double));
+  int size = 0;
+  MPI_Pack_size(1, type.get(), MPI_COMM_SELF, &size);
+  REQUIRE(static_cast<std::size_t>(size) == one.total * sizeof(double));
+  std::vector<double> packed = source ? std::vector<double>(one.total) : data;
+  int position = 0;
+  if (source) {
+    MPI_Pack(data.data(), 1, type.get(), packed.data(), size, &position, MPI_COMM_SELF);
+    return packed;
+  }
+  MPI_Unpack(packed.data(), size, &position, shard.data(), 1, type.get(), MPI_COMM_SELF);
+  return shard;
+}
+
+// Every piece `from` rank q sends `to` rank r: its datatype on each side
+// against the serial walk of its index lists.
+template <std::size_t Rank>
+std::size_t check_datatypes(mesh_shape const& mesh, layout const& from, layout const& to, tensor_index const& global) {
+  bound_layout const before = bind(mesh, from);
+  bound_layout const after = bind(mesh, to);
+  std::size_t checked = 0;
+  for (std::size_t q = 0; q < mesh.size(); ++q)
+    for (std::size_t r = 0; r < mesh.size(); ++r) {
+      piece_set one;
+      one.add(mesh, before, q, after, r, global);
+      if (one.total == 0) continue;
+      std::vector<double> source(local_size(mesh, before, global, q));
+      std::iota(source.begin(), source.end(), 1.0);
+      REQUIRE(through_datatype(one, true, source, {}) ==
+              serial_transfer(one, source, addressing::indexed, std::vector<double>(one.total), addressing::packed));
+      std::vector<double> packed(one.total);
+      std::iota(packed.begin(), packed.end(), 1.0);
+      std::vector<double> const shard(local_size(mesh, after, global, r), -1.0);
+      REQUIRE(through_datatype(one, false, packed, shard) ==
+              serial_transfer(one, packed, addressing::packed, shard, addressing::indexed));
+      ++checked;
+    }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("a piece's MPI datatype lists its elements where the index lists say, in packing order", "[tensor][pieces]") {
+  std::size_t checked = 0;
+  for (mesh_shape const& mesh : {mesh_shape{{"a", 4}}, mesh_shape{{"a", 2}, {"b", 2}}}) {
+    auto const layouts = test::all_layouts(mesh, 2, {.partial = {}, .cyclic = {1, 3}});
+    for (layout const& from : layouts)
+      for (layout const& to : layouts)
+        for (tensor_index const& global : {tensor_index{6, 10}, tensor_index{7, 5}}) {
+          INFO(to_string(from).view() << " -> " << to_string(to).view());
+          checked += check_datatypes<2>(mesh, from, to, global);
+        }
+  }
+  mesh_shape const grid{{"a", 2}, {"b", 2}};
+  auto const layouts = test::all_layouts(grid, 3, {.partial = {}, .cyclic = {2}});
+  for (layout const& from : layouts)
+    for (layout const& to : layouts) {
+      INFO(to_string(from).view() << " -> " << to_string(to).view());
+      checked += check_datatypes<3>(grid, from, to, tensor_index{3, 5, 4});
+    }
   CHECK(checked > 0);
 }

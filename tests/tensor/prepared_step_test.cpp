@@ -27,7 +27,8 @@ TEST_CASE("a reduce-scatter uses the block form exactly when blocks are equal", 
   REQUIRE(s.kind == step_kind::reduce_scatter);
   for (std::size_t rows : {8UL, 9UL, 3UL})
     for (std::size_t r = 0; r < mesh.size(); ++r) {
-      prepared const p = detail::prepare<Kokkos::HostSpace>(mesh, r, s, {rows, 5}, Kokkos::DefaultHostExecutionSpace{});
+      prepared const p = detail::prepare<Kokkos::HostSpace>(mesh, r, s, {rows, 5}, sizeof(double),
+                                                            Kokkos::DefaultHostExecutionSpace{});
       REQUIRE(p.equal_blocks == (rows % 4 == 0));
       REQUIRE(p.send_counts.size() == 4);
       REQUIRE(p.send_in_place);  // row blocks of a row-major shard follow one another
@@ -41,14 +42,14 @@ TEST_CASE("a slice copies one block exactly when the piece kept is contiguous", 
   plan_step const by_cols = only_step(mesh, whole, layout{replicated, shard("x")});
   tensor_index const global{7, 6};  // every rank keeps some columns: no empty piece
   for (std::size_t r = 0; r < mesh.size(); ++r) {
-    prepared const rows =
-        detail::prepare<Kokkos::HostSpace>(mesh, r, by_rows, global, Kokkos::DefaultHostExecutionSpace{});
+    prepared const rows = detail::prepare<Kokkos::HostSpace>(mesh, r, by_rows, global, sizeof(double),
+                                                             Kokkos::DefaultHostExecutionSpace{});
     interval const kept =
         block_interval(mesh, bind(mesh, layout{shard("x"), replicated}).dims[0], 7, coordinates_of(mesh, r));
     REQUIRE(rows.own_at.has_value());
     REQUIRE(*rows.own_at == kept.begin * 6);
-    prepared const cols =
-        detail::prepare<Kokkos::HostSpace>(mesh, r, by_cols, global, Kokkos::DefaultHostExecutionSpace{});
+    prepared const cols = detail::prepare<Kokkos::HostSpace>(mesh, r, by_cols, global, sizeof(double),
+                                                             Kokkos::DefaultHostExecutionSpace{});
     REQUIRE(!cols.own_at.has_value());
   }
 }
@@ -58,7 +59,8 @@ TEST_CASE("the largest count covers every count and displacement of the step", "
   plan_step const s = only_step(mesh, layout{shard("x"), shard("y")}, layout{replicated, replicated});
   tensor_index const global{5, 3};
   for (std::size_t r = 0; r < mesh.size(); ++r) {
-    prepared const p = detail::prepare<Kokkos::HostSpace>(mesh, r, s, global, Kokkos::DefaultHostExecutionSpace{});
+    prepared const p =
+        detail::prepare<Kokkos::HostSpace>(mesh, r, s, global, sizeof(double), Kokkos::DefaultHostExecutionSpace{});
     REQUIRE(p.largest_count == 15);  // the gathered result
     std::size_t total = 0;
     for (std::size_t c : p.recv_counts) total += c;

@@ -287,9 +287,13 @@ using memory_space = matrix::view_type::memory_space;
 
 // Elements of an all-to-all step's blocks, each element once: a piece sent
 // to several ranks is one block of the shard, copied to its mirror once.
-std::pair<std::size_t, std::size_t> all_to_all_blocks(device_mesh const& mesh, plan_step const& s,
-                                                      tensor_index const& global) {
-  auto const p = detail::prepared<memory_space>(mesh, s, global, Kokkos::DefaultExecutionSpace{});
+// Where MPI datatypes move the pieces (host memory), whole shards.
+std::pair<std::size_t, std::size_t> all_to_all_staging(device_mesh const& mesh, plan_step const& s,
+                                                       tensor_index const& global) {
+  auto const p = detail::prepared<double, memory_space>(mesh, s, global, Kokkos::DefaultExecutionSpace{});
+  std::size_t const me = mesh.rank();
+  if (!p->send_types.empty())
+    return {local_size(mesh.shape(), s.before, global, me), local_size(mesh.shape(), s.after, global, me)};
   auto const covered = [](std::vector<std::size_t> const& counts, std::vector<std::size_t> const& offsets) {
     std::vector<bool> used;
     for (std::size_t q = 0; q < counts.size(); ++q) {
@@ -303,8 +307,8 @@ std::pair<std::size_t, std::size_t> all_to_all_blocks(device_mesh const& mesh, p
 
 // The staging one run of `plan` records on this rank: two buffers per
 // collective, none for a permutation with itself; the input shard copied out
-// and the output shard copied back, except for all-to-alls, which copy only
-// their blocks.
+// and the output shard copied back, except for all-to-alls that pack, which
+// copy only their blocks.
 staging_count expected_staging(device_mesh const& mesh, redistribution_plan const& plan, tensor_index const& global) {
   staging_count out;
   for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -315,7 +319,7 @@ staging_count expected_staging(device_mesh const& mesh, redistribution_plan cons
     out.buffers += 2;
     auto const [in, back] =
         s.kind == step_kind::all_to_all || s.kind == step_kind::all_to_all_v
-            ? all_to_all_blocks(mesh, s, global)
+            ? all_to_all_staging(mesh, s, global)
             : std::pair(local_size(mesh.shape(), s.before, global, me), local_size(mesh.shape(), s.after, global, me));
     out.bytes_to_host += in * sizeof(double);
     out.bytes_from_host += back * sizeof(double);

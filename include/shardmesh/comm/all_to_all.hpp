@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace shardmesh {
@@ -45,6 +46,39 @@ template <class T, class Space>
                       {.in_place = false,
                        .send_parts = detail::parts_of(send_counts, send_displs),
                        .recv_parts = detail::parts_of(recv_counts, recv_displs)});
+}
+
+// MPI_Ialltoallw: what goes to (comes from) member q is send_types[q]
+// (recv_types[q]) placed from send's (recv's) first element, so blocks move
+// straight between shards however they lie in them; MPI_DATATYPE_NULL
+// where nothing moves. `sent` and `received` count elements, for the
+// counters. Staged buffers are copied whole: what recv holds outside the
+// blocks must be written after the exchange.
+template <class T, class Space>
+[[nodiscard]] request iall_to_all_w(communicator const& comm, Kokkos::View<T*, Space> send,
+                                    std::vector<MPI_Datatype> const& send_types, std::size_t sent,
+                                    Kokkos::View<T*, Space> recv, std::vector<MPI_Datatype> const& recv_types,
+                                    std::size_t received, completion when = completion::deferred,
+                                    execution_space_of<Space> const& exec = {}) {
+  auto const counts = [](std::vector<MPI_Datatype> const& types) {
+    std::vector<int> out;
+    for (MPI_Datatype t : types) out.push_back(t == MPI_DATATYPE_NULL ? 0 : 1);
+    return detail::keep(std::move(out));
+  };
+  auto const usable = [](std::vector<MPI_Datatype> types) {  // a count of 0 still needs a valid type
+    for (MPI_Datatype& t : types)
+      if (t == MPI_DATATYPE_NULL) t = MPI_BYTE;
+    return detail::keep(std::move(types));
+  };
+  auto const scounts = counts(send_types), rcounts = counts(recv_types);
+  auto const zeros = detail::keep(std::vector<int>(send_types.size(), 0));
+  auto const stypes = usable(send_types), rtypes = usable(recv_types);
+  return detail::post(comm, "all_to_all", when, sent, received, send, recv, {scounts, rcounts, zeros, stypes, rtypes},
+                      exec, [&](T* in, T* out, MPI_Request* r) {
+                        detail::blocking_or_not(r, MPI_Alltoallw, MPI_Ialltoallw, in, scounts->data(), zeros->data(),
+                                                stypes->data(), out, rcounts->data(), zeros->data(), rtypes->data(),
+                                                comm.get());
+                      });
 }
 
 // Blocks one after another in rank order.

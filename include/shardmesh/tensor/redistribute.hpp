@@ -81,7 +81,7 @@ std::size_t largest_count(dynamic_dtensor<T, Rank, MemorySpace> const& x, layout
     auto const plan = mesh.plan(x.bound(), bind(mesh.shape(), to));
     std::size_t largest = 0;
     for (std::size_t i = 0; i < plan->size(); ++i)
-      largest = std::max(largest, prepared<MemorySpace>(mesh, (*plan)[i], x.global_extents(), exec)->largest_count);
+      largest = std::max(largest, prepared<T, MemorySpace>(mesh, (*plan)[i], x.global_extents(), exec)->largest_count);
     return largest;
   } catch (error const&) {
     return 0;

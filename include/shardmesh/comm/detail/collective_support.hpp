@@ -59,10 +59,13 @@ inline std::size_t sum_except(std::vector<std::size_t> const& counts, std::size_
   return std::accumulate(counts.begin(), counts.end(), std::size_t{0}) - counts[skip];
 }
 
-// MPI reads the count and displacement arrays of a non-blocking collective
-// until it completes: they live on the heap, owned by the request.
-using kept_ints = std::shared_ptr<std::vector<int> const>;
-inline kept_ints keep(std::vector<int> values) { return std::make_shared<std::vector<int> const>(std::move(values)); }
+// MPI reads the count, displacement and datatype arrays of a non-blocking
+// collective until it completes: they live on the heap, owned by the request.
+using kept_array = std::shared_ptr<void const>;
+template <class V>
+std::shared_ptr<std::vector<V> const> keep(std::vector<V> values) {
+  return std::make_shared<std::vector<V> const>(std::move(values));
+}
 
 // Records a call of `name` on comm moving `sent` and `received` elements of T.
 template <class T>
@@ -113,14 +116,14 @@ staged_buffer<T, Space> stage(communicator const& comm, Kokkos::View<T*, Space> 
 // Posts one collective on comm that reads send and writes recv (or,
 // in_place, reads and writes recv): counts the call, stages the buffers
 // where comm's staging policy says MPI cannot read them (copies on exec),
-// and returns a request that keeps `keep` (count and displacement arrays)
+// and returns a request that keeps `keep` (count, displacement and type arrays)
 // alive and copies a staged result back. post_call(send_pointer,
 // recv_pointer, &request) issues the non-blocking MPI call;
 // post_call(send_pointer, recv_pointer, nullptr) the blocking one.
 // Precondition: send and recv are ready (no kernel still writes them).
 template <class T, class Space, class ExecutionSpace, class Post>
 request post(communicator const& comm, char const* name, completion when, std::size_t sent, std::size_t received,
-             Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_ints> keep,
+             Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_array> keep,
              ExecutionSpace const& exec, Post&& post_call, buffer_use use = {}) {
   Kokkos::Profiling::ScopedRegion region(std::string("shardmesh::") + name);
   check_collective(comm.get(), name, element_name<T>());
@@ -136,7 +139,7 @@ request post(communicator const& comm, char const* name, completion when, std::s
     blocked_in const waiting(name);
     post_call(in.data(), out.data(), nullptr);
   }
-  return request(name, {r}, [in, out, exec, kept = std::vector<kept_ints>(keep)] { out.from_mpi(exec); });
+  return request(name, {r}, [in, out, exec, kept = std::vector<kept_array>(keep)] { out.from_mpi(exec); });
 }
 
 }  // namespace shardmesh::detail

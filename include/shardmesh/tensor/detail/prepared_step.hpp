@@ -2,7 +2,8 @@
 // What one plan step needs on one rank, worked out once per mesh, step and
 // global extents, and cached in the mesh: the pieces it packs, unpacks or
 // copies (uploaded to the device), the counts and offsets of its collective,
-// and whether it can send from or receive into the shards directly.
+// whether it can send from or receive into the shards directly, and, for
+// an all-to-all on host memory, MPI datatypes that move the pieces in place.
 // Repeated redistributions (a training loop) then only launch kernels and
 // collectives. All of it is a function of the mesh, the rank and the key.
 
@@ -14,11 +15,13 @@
 #include "shardmesh/detail/lru_cache.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/mesh_context.hpp"
+#include "shardmesh/tensor/detail/piece_datatypes.hpp"
 #include "shardmesh/tensor/detail/pieces.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -40,6 +43,9 @@ struct prepared_step {
   std::size_t largest_count = 0;      // the largest count or displacement handed to MPI (elements)
   std::size_t peer = 0;               // permute: the rank this one exchanges with
   bool keeps_data = false;            // to_partial: this rank keeps the values, the others hold the identity
+  // All-to-all on host memory: each member's piece in the input shard and
+  // in the output shard (an empty type: nothing moves).
+  std::vector<mpi_datatype> send_types, recv_types;
 };
 
 // Where each member's block starts: in the shard at the pieces' offsets
@@ -74,14 +80,16 @@ inline bool in_order_contiguous(piece_set const& set, bool source, tensor_index 
   return true;
 }
 
-// Uploads the pieces on exec.
+// Uploads the pieces on exec; datatypes are of elements of element_bytes.
 template <class MemorySpace, class ExecutionSpace>
 prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan_step const& s,
-                                   tensor_index const& global, ExecutionSpace const& exec) {
+                                   tensor_index const& global, std::size_t element_bytes, ExecutionSpace const& exec) {
   prepared_step<MemorySpace> p;
   p.group_axes = s.axes;
   tensor_index const in_extents = local_extents(shape, s.before, global, me);
   tensor_index const out_extents = local_extents(shape, s.after, global, me);
+  std::size_t const in_size = local_size(shape, s.before, global, me);
+  std::size_t const out_size = local_size(shape, s.after, global, me);
   std::size_t const n = group_size(shape, s.axes);
   auto const member = [&](std::size_t i) { return group_member(shape, s.axes, me, i); };
   switch (s.kind) {
@@ -145,6 +153,14 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
       p.send_offsets = member_offsets(sends, send_piece, send_in_shard);
       p.recv_offsets = member_offsets(receives, recv_piece, recv_in_shard);
       if (s.kind == step_kind::all_to_all_v) p.group_axes = axis_set::all(shape.ndim);
+      // On every rank alike (all must call the same collective), whether or
+      // not its pieces lie in place. Datatypes count in ints: where a shard
+      // is larger, the agreement refuses the step on every rank.
+      bool const counts_fit = std::max(in_size, out_size) <= std::size_t{INT_MAX};
+      if (host_accessible_v<MemorySpace> && counts_fit) {
+        p.send_types = member_datatypes(sends, send_piece, true, element_bytes);
+        p.recv_types = member_datatypes(receives, recv_piece, false, element_bytes);
+      }
       p.own = device_pieces<MemorySpace>(own, exec);
       p.sends = device_pieces<MemorySpace>(sends, exec);
       p.receives = device_pieces<MemorySpace>(receives, exec);
@@ -152,8 +168,7 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
     }
   }
   // Counts and displacements never exceed a shard or a packed buffer.
-  p.largest_count = std::max({local_size(shape, s.before, global, me), local_size(shape, s.after, global, me),
-                              p.sends.total, p.receives.total});
+  p.largest_count = std::max({in_size, out_size, p.sends.total, p.receives.total});
   return p;
 }
 
@@ -165,14 +180,17 @@ class prepared_steps {
 
   template <class ExecutionSpace>
   [[nodiscard]] std::shared_ptr<prepared_step<MemorySpace> const> get(plan_step const& s, tensor_index const& global,
+                                                                      std::size_t element_bytes,
                                                                       ExecutionSpace const& exec) {
-    return cache_.get({s, global}, [&] { return prepare<MemorySpace>(shape_, rank_, s, global, exec); });
+    return cache_.get({s, global, element_bytes},
+                      [&] { return prepare<MemorySpace>(shape_, rank_, s, global, element_bytes, exec); });
   }
 
  private:
   struct key {
     plan_step step;
     tensor_index global;
+    std::size_t element_bytes;
     bool operator==(key const&) const = default;
   };
   struct key_hash {
@@ -183,6 +201,7 @@ class prepared_steps {
           .mix(static_cast<std::uint64_t>(k.step.kind))
           .mix(k.step.axes.bits);
       for (std::size_t extent : k.global) h.mix(extent);
+      h.mix(k.element_bytes);
       return static_cast<std::size_t>(h.value);
     }
   };
@@ -191,12 +210,12 @@ class prepared_steps {
   lru_cache<key, prepared_step<MemorySpace>, key_hash> cache_{1024};
 };
 
-// The prepared step of s on this rank of mesh, from the mesh's cache or made
-// now (uploading on exec).
-template <class MemorySpace, class ExecutionSpace>
+// The prepared step of s for elements of T on this rank of mesh, from the
+// mesh's cache or made now (uploading on exec).
+template <class T, class MemorySpace, class ExecutionSpace>
 std::shared_ptr<prepared_step<MemorySpace> const> prepared(device_mesh const& mesh, plan_step const& s,
                                                            tensor_index const& global, ExecutionSpace const& exec) {
-  return mesh.state<prepared_steps<MemorySpace>>().get(s, global, exec);
+  return mesh.state<prepared_steps<MemorySpace>>().get(s, global, sizeof(T), exec);
 }
 
 }  // namespace shardmesh::detail

@@ -70,13 +70,24 @@ std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<Memory
 
 // An all_to_all or all_to_all_v step: the piece this rank keeps copied, the
 // rest packed unless it lies in place, exchanged, and unpacked once done
-// unless it was received in place.
+// unless it was received in place. On host memory MPI's datatypes move the
+// pieces between the shards instead (the kept piece is copied once the
+// exchange is done: a staged output is copied back whole).
 template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
 step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& group, Prepared const& p,
                                 workspace<MemorySpace>& pool, Kokkos::View<T*, MemorySpace> in,
                                 Kokkos::View<T*, MemorySpace> out, completion when) {
   using view = Kokkos::View<T*, MemorySpace>;
-  transfer(exec, p->own, Kokkos::View<T const*, MemorySpace>(in), addressing::indexed, out, addressing::indexed);
+  auto const keep_own = [exec, p, in, out] {
+    transfer(exec, p->own, Kokkos::View<T const*, MemorySpace>(in), addressing::indexed, out, addressing::indexed);
+  };
+  if (!p->send_types.empty()) {
+    exec.fence("shardmesh::redistribute");
+    return {iall_to_all_w(group, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
+                          p->receives.total, when, exec),
+            keep_own};
+  }
+  keep_own();
   std::shared_ptr<typename workspace<MemorySpace>::lease> send_buffer, recv_buffer;
   view send = in;
   view recv = out;
@@ -108,7 +119,7 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
                           Kokkos::View<T*, MemorySpace> out, completion when) {
   using view = Kokkos::View<T*, MemorySpace>;
   using const_view = Kokkos::View<T const*, MemorySpace>;
-  auto const p = prepared<MemorySpace>(mesh, s, global, exec);
+  auto const p = prepared<T, MemorySpace>(mesh, s, global, exec);
   auto& pool = workspace_of<MemorySpace>(mesh);
   // Only communicating steps ask for their group (made on first use, collectively).
   auto const group = [&]() -> communicator const& { return mesh.group(p->group_axes); };
