@@ -81,7 +81,8 @@ class summa_operand {
     return static_cast<std::ptrdiff_t>(group_ ? slots_[slot].len : v.extent(1));  // A's: len columns of its rows
   }
 
-  // The holder copies its strip into the slot, the strip's rows row-major.
+  // The holder copies its strip into the slot, the strip's rows row-major,
+  // a row per iteration (no division per element).
   // Public: CUDA's extended lambdas may not live in private member functions.
   void pack(std::size_t slot, execution_space_of<MemorySpace> const& exec) {
     auto const v = x_.local();
@@ -90,10 +91,11 @@ class summa_operand {
     std::size_t const width = k_dim_ == 1 ? slots_[slot].len : v.extent(1);
     bool const columns = k_dim_ == 1;
     Kokkos::parallel_for(
-        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, out.extent(0)),
-        KOKKOS_LAMBDA(std::size_t e) {
-          std::size_t const row = e / width, col = e % width;
-          out(e) = columns ? v(row, local + col) : v(local + row, col);
+        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, out.extent(0) / width),
+        KOKKOS_LAMBDA(std::size_t row) {
+          T const* const from = columns ? &v(row, local) : &v(local + row, 0);
+          T* const to = out.data() + row * width;
+          for (std::size_t col = 0; col < width; ++col) to[col] = from[col];
         });
     exec.fence("shardmesh::summa: the strip is packed before MPI reads it");
   }
