@@ -13,6 +13,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <array>
 #include <numeric>
 #include <vector>
 
@@ -112,18 +113,30 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
   return checked;
 }
 
-}  // namespace
+std::array<mesh_shape, 2> const meshes_of_4{mesh_shape{{"a", 4}}, mesh_shape{{"a", 2}, {"b", 2}}};
 
-TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tensor][pieces]") {
+// The sum of check(mesh, from, to, global) over every pair of layouts of
+// small matrices (block and cyclic) on meshes of 4.
+template <class Check>
+std::size_t over_matrix_layouts(Check check) {
   std::size_t checked = 0;
-  for (mesh_shape const& mesh : {mesh_shape{{"a", 4}}, mesh_shape{{"a", 2}, {"b", 2}}}) {
+  for (mesh_shape const& mesh : meshes_of_4) {
     auto const layouts = test::all_layouts(mesh, 2, {.partial = {}, .cyclic = {1, 3}});
     for (layout const& from : layouts)
       for (layout const& to : layouts)
         for (tensor_index const& global : {tensor_index{6, 10}, tensor_index{7, 5}}) {
           INFO(to_string(from).view() << " -> " << to_string(to).view());
-          checked += check_pair(mesh, from, to, global);
+          checked += check(mesh, from, to, global);
         }
+  }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tensor][pieces]") {
+  std::size_t checked = over_matrix_layouts(check_pair);
+  for (mesh_shape const& mesh : meshes_of_4) {
     // Rows longer than a segment.
     layout const rows{shard("a"), replicated};
     layout const cols{replicated, cyclic(3, "a")};
@@ -155,7 +168,6 @@ std::vector<double> through_datatype(piece_set const& one, bool source, std::vec
 
 // Every piece `from` rank q sends `to` rank r: its datatype on each side
 // against the serial walk of its index lists.
-template <std::size_t Rank>
 std::size_t check_datatypes(mesh_shape const& mesh, layout const& from, layout const& to, tensor_index const& global) {
   bound_layout const before = bind(mesh, from);
   bound_layout const after = bind(mesh, to);
@@ -182,22 +194,13 @@ std::size_t check_datatypes(mesh_shape const& mesh, layout const& from, layout c
 }  // namespace
 
 TEST_CASE("a piece's MPI datatype lists its elements where the index lists say, in packing order", "[tensor][pieces]") {
-  std::size_t checked = 0;
-  for (mesh_shape const& mesh : {mesh_shape{{"a", 4}}, mesh_shape{{"a", 2}, {"b", 2}}}) {
-    auto const layouts = test::all_layouts(mesh, 2, {.partial = {}, .cyclic = {1, 3}});
-    for (layout const& from : layouts)
-      for (layout const& to : layouts)
-        for (tensor_index const& global : {tensor_index{6, 10}, tensor_index{7, 5}}) {
-          INFO(to_string(from).view() << " -> " << to_string(to).view());
-          checked += check_datatypes<2>(mesh, from, to, global);
-        }
-  }
+  std::size_t checked = over_matrix_layouts(check_datatypes);
   mesh_shape const grid{{"a", 2}, {"b", 2}};
   auto const layouts = test::all_layouts(grid, 3, {.partial = {}, .cyclic = {2}});
   for (layout const& from : layouts)
     for (layout const& to : layouts) {
       INFO(to_string(from).view() << " -> " << to_string(to).view());
-      checked += check_datatypes<3>(grid, from, to, tensor_index{3, 5, 4});
+      checked += check_datatypes(grid, from, to, tensor_index{3, 5, 4});
     }
   CHECK(checked > 0);
 }
