@@ -57,16 +57,18 @@ enum class product_algorithm : unsigned char { gather, summa, summa_2_5d };
 
 // Where a strip of k that starts at global index g ends: at most `width`
 // wide, and within one holder's run in A's and in B's placement of k (so
-// that one rank of each broadcast group holds all of it).
+// that one rank of each broadcast group holds all of it). A run wider than
+// `width` is cut into as few strips as greedy cutting makes, but even ones
+// (a run of 64 in strips of at most 48: 32 + 32, not 48 + 16, whose
+// shallow product runs far below the BLAS's rate).
 // Precondition: g < extent, width >= 1. Postcondition: g < result <= extent.
 [[nodiscard]] constexpr std::size_t strip_end(mesh_shape const& mesh, bound_dim const& ka, bound_dim const& kb,
                                               std::size_t extent, std::size_t g, std::size_t width) {
-  std::size_t n = width;
   std::size_t const in_a = held_from(mesh, ka, extent, g);
   std::size_t const in_b = held_from(mesh, kb, extent, g);
-  n = in_a < n ? in_a : n;
-  n = in_b < n ? in_b : n;
-  return g + n;
+  std::size_t const run = in_a < in_b ? in_a : in_b;
+  std::size_t const strips = (run + width - 1) / width;
+  return g + (run + strips - 1) / strips;
 }
 
 // How a walk in strips of at most `width` goes: how many strips, and the
