@@ -2,8 +2,9 @@
 // A piece where it lies in its shard, as an MPI datatype: MPI then reads
 // the piece from the old shard and writes it into the new one in place,
 // with no pack or unpack kernel and no buffer between (what a hand-written
-// MPI_Alltoallw on subarray types does). Used for host memory, where MPI's
-// datatype engine copies at memory speed; device memory packs with kernels.
+// MPI_Alltoallw on subarray types does). Used for host memory where both
+// sides would pack (prepared_step.hpp: packs_both_sides); device memory
+// always packs with kernels.
 
 #include "shardmesh/comm/datatype.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
