@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,7 +168,7 @@ TEST_CASE("gradients reduce once per bucket, on the last micro-batch only, with 
   }
 }
 
-TEST_CASE("ZeRO-3 gathers each stage's parameters for its forward and its backward, then frees them",
+TEST_CASE("ZeRO-3 gathers each stage's parameters by one all-gather for its forward and its backward, then frees them",
           "[parallel][data_parallel]") {
   auto const dp = static_cast<std::size_t>(test::world_size());
   if (dp < 2) return;
@@ -187,10 +188,10 @@ TEST_CASE("ZeRO-3 gathers each stage's parameters for its forward and its backwa
       f.model.for_each_parameter([&](std::string const&, auto& p) { still_gathered += p.gathered() ? 1 : 0; });
   });
   (void)train.step(f.batch);
-  std::size_t parameters = 0;
+  std::set<std::size_t> stages;
   std::uint64_t bytes = 0;
-  f.model.for_each_parameter([&](std::string const&, auto& p) {
-    ++parameters;
+  f.model.for_each_parameter([&](std::string const& name, auto& p) {
+    stages.insert(f.stage_of(name));
     auto const plan = f.mesh.plan(p.stored().bound(), bind(f.mesh.shape(), p.layout_of()));
     for (std::size_t i = 0; i < plan->size(); ++i)
       bytes += received(f.mesh.shape(), (*plan)[i], p.global_extents(), f.mesh.rank()) * sizeof(float);
@@ -198,10 +199,28 @@ TEST_CASE("ZeRO-3 gathers each stage's parameters for its forward and its backwa
   REQUIRE(forward.seen.size() == 2);
   REQUIRE(backward.seen.size() == 2);
   for (auto const& seen : {forward.seen[0], forward.seen[1], backward.seen[0], backward.seen[1]}) {
-    CHECK(seen.calls == parameters);
+    CHECK(seen.calls == stages.size());
     CHECK(seen.bytes_received == bytes);
   }
   CHECK(still_gathered == 0);
+}
+
+TEST_CASE("ZeRO-1 and 2 return updated values by one all-gather per bucket", "[parallel][data_parallel]") {
+  auto const dp = static_cast<std::size_t>(test::world_size());
+  if (dp < 2) return;
+  for (zero_stage stage : {zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients}) {
+    INFO("ZeRO-" << static_cast<int>(stage));
+    fixture f(dp, 1, 1);
+    trainer_type train(f.model, f.mesh, {.stage = stage, .bucket_bytes = 2048});
+    collective_count after_backward;
+    train.trace([&](auto const& e) {
+      if (!e.before && e.stage == 0 && e.phase == "backward") after_backward = f.mesh.counters()["all_gather"];
+    });
+    (void)train.step(f.batch);
+    std::size_t const gathers = f.mesh.counters()["all_gather"].calls - after_backward.calls;
+    CHECK(train.bucket_count() > 1);
+    CHECK(gathers == (stage == zero_stage::none ? 0 : train.bucket_count()));
+  }
 }
 
 TEST_CASE("the memory ledger's peaks equal each ZeRO stage's formula, uneven shards included",

@@ -5,8 +5,9 @@
 // (parameters, gradients, optimizer state).
 //
 // The layers read value() in the compute layout. A parameter stored sharded
-// (ZeRO-3) has that value only between gather() and release(); gather_async()
-// starts the all-gather early (prefetch). Gradients accumulate in the
+// (ZeRO-3) has that value only between gathered_in() and release(): the
+// trainer gathers the parameters of a model stage together
+// (train/detail/fused_gather.hpp) into the shards gather_into() makes. Gradients accumulate in the
 // accumulation layout (the compute layout unless the training step asks
 // for it partial on "dp", so that nothing reduces before the last micro-step).
 
@@ -19,12 +20,10 @@
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/distribute.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
-#include "shardmesh/tensor/redistribute.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -100,27 +99,16 @@ class parameter {
     (sharded() ? stored_ : value_) = std::move(v);
   }
 
-  // Starts gathering a sharded value into the compute layout (does nothing
-  // when it is gathered or on its way).
-  void gather_async(exec_type const& exec = {}) {
-    if (gathered() || pending_) return;
-    pending_.emplace(stored_, unbind(mesh().shape(), compute_), nullptr, completion::deferred, exec);
-    // Its result is allocated now.
-    gathered_entry_ = mesh().track(memory_category::parameters,
-                                   local_size(mesh().shape(), compute_, global_extents(), mesh().rank()) * sizeof(T));
+  // A sharded value's compute-layout shard, uninitialised, for a gather
+  // (the trainer's, of several parameters at once) to fill; recorded in the
+  // ledger from now on. gathered_in() says it is filled.
+  [[nodiscard]] tensor const& gather_into() {
+    if (!sharded()) throw invalid_layout_error("parameter " + name_ + " is not stored sharded: nothing to gather");
+    value_ = ops::make_result<T, Rank, MemorySpace>(mesh(), compute_, global_extents());
+    gathered_entry_ = mesh().track(memory_category::parameters, value_.local().size() * sizeof(T));
+    return value_;
   }
-  // Advances a gather in flight without blocking (MPI progresses
-  // non-blocking collectives only inside its calls).
-  void progress() {
-    if (pending_) pending_->test();
-  }
-  void gather(exec_type const& exec = {}) {
-    gather_async(exec);
-    if (!pending_) return;
-    value_ = pending_->get();
-    pending_.reset();
-    gathered_ = true;
-  }
+  void gathered_in() { gathered_ = true; }
   // Frees the gathered value of a sharded parameter.
   void release() {
     if (!sharded()) return;
@@ -212,7 +200,6 @@ class parameter {
   tensor value_;   // the compute-layout value (while gathered, when stored sharded)
   tensor stored_;  // the sharded value (ZeRO-3), else empty
   bound_layout compute_, accumulate_;
-  std::optional<redistribution<tensor>> pending_;  // a gather in flight
   tensor grad_;
   struct state_slot {
     tensor value;

@@ -18,7 +18,13 @@
 //                    backward when micro-batches accumulate or a pipeline
 //                    holds buckets until a chunk's backward is done. (One
 //                    stage without accumulation starts buckets during the
-//                    backward: then this is the bound, reached with one bucket.)
+//                    backward: then this is the bound, reached with one
+//                    bucket.) ZeRO-3 on dp > 1 buckets each model stage
+//                    apart: a chunk's gradients appear at its first
+//                    backward (its first W, when split) and go at its last,
+//                    stage by stage as each stage's bucket starts during a
+//                    last B, all at once after a last W; with one
+//                    micro-batch and B unsplit, one stage's at a time
 //   optimizer state  each state tensor (Adam's two, SGD's momentum) in the state layout
 //   activations      what the stages keep from a forward to its backward,
 //                    for every (micro-batch, chunk) the stage holds at
@@ -133,8 +139,11 @@ class memory_model {
     std::vector<stage_description> const& stages = this->stages(plan);
     std::size_t compute = 0, stored = 0, reduced = 0, state = 0;
     std::size_t gathered = 0;  // ZeRO-3: the most compute-layout elements of two adjacent stages
+    std::vector<std::size_t> chunk_total, chunk_largest;  // per chunk: compute-layout elements, of its largest stage
     for (std::vector<std::size_t> const& chunk : held_stages(plan, stage)) {
       std::size_t previous = 0;
+      chunk_total.push_back(0);
+      chunk_largest.push_back(0);
       for (std::size_t s : chunk) {
         std::size_t here = 0;
         for (parameter_spec const& p : stages[s].parameters) {
@@ -148,12 +157,46 @@ class memory_model {
         }
         compute += here;
         gathered = std::max(gathered, previous + here);
+        chunk_total.back() += here;
+        chunk_largest.back() = std::max(chunk_largest.back(), here);
         previous = here;
       }
     }
     bool const zero3 = plan.zero == zero_stage::parameters;
-    return {(stored + (zero3 ? gathered : 0)) * element_bytes, std::max(compute, reduced) * element_bytes,
+    std::size_t const unreduced =
+        zero3 && plan.dp > 1 ? unreduced_with_stage_buckets(plan, stage, chunk_total, chunk_largest) : compute;
+    return {(stored + (zero3 ? gathered : 0)) * element_bytes, std::max(unreduced, reduced) * element_bytes,
             state_tensors * state * element_bytes};
+  }
+
+  // The most unreduced gradient elements alive at once when each model
+  // stage is a bucket of its own (ZeRO-3 on dp > 1), from this stage's
+  // actions: the actions that make weight gradients (B, or W when split).
+  [[nodiscard]] std::size_t unreduced_with_stage_buckets(training_plan const& plan, std::size_t stage,
+                                                         std::vector<std::size_t> const& total,
+                                                         std::vector<std::size_t> const& largest) const {
+    auto const& actions = schedule(plan).actions[stage];
+    auto const makes = [](pipeline_action const& a) {
+      return a.op == pipeline_op::backward || a.op == pipeline_op::backward_weight;
+    };
+    std::vector<std::size_t> first(total.size(), npos), last(total.size(), npos);
+    for (std::size_t k = 0; k < actions.size(); ++k)
+      if (makes(actions[k])) {
+        if (first[actions[k].chunk] == npos) first[actions[k].chunk] = k;
+        last[actions[k].chunk] = k;
+      }
+    std::size_t alive = 0, most = 0;
+    for (std::size_t k = 0; k < actions.size(); ++k) {
+      std::size_t const c = actions[k].chunk;
+      if (!makes(actions[k])) continue;
+      if (k == first[c] && k == last[c] && actions[k].op == pipeline_op::backward) {  // each stage made, then sent
+        most = std::max(most, alive + largest[c]);
+        continue;
+      }
+      if (k == first[c]) most = std::max(most, alive += total[c]);
+      if (k == last[c]) alive -= total[c];
+    }
+    return most;
   }
 
   [[nodiscard]] std::size_t activations(training_plan const& plan, std::size_t stage, std::size_t stage_rank,

@@ -10,17 +10,18 @@
 //          calibrated rate of its shape, its kernels at their calibrated
 //          alpha + beta x elements, the library's own calibrated overhead
 //          per stage, the tensor-parallel collectives at theirs per bytes,
-//          and with ZeRO-3 the all-gather of each of the chunk's
-//          parameters before F and before I (each collective and gather
+//          and with ZeRO-3 the one all-gather of each of the chunk's
+//          model stages before F and before I (each collective and gather
 //          also paying a redistribution's overhead and, where ranks share
 //          cores, the wait for ranks not running: sync_overhead)
 //   bubble the schedule simulated with those costs and the activation's
 //          point-to-point transfer (pipeline_simulation.hpp): its makespan
 //          holds the computing, the tensor-parallel communication and the waiting
 //   then   the gradient buckets' reduction on dp (all-reduce, or
-//          reduce-scatter from ZeRO-2), less the share the hardware hides
-//          behind the backward; ZeRO-1 and 2's all-gather of each updated
-//          parameter; the optimizer's elementwise pass over its state.
+//          reduce-scatter from ZeRO-2; with ZeRO-3 a bucket per model
+//          stage), less the share the hardware hides behind the backward;
+//          ZeRO-1 and 2's all-gather of each bucket's updated values; the
+//          optimizer's elementwise pass over its state.
 //
 // Ranks that share a core (more ranks on a node than its cores, or
 // devices) share its time, and a rank waiting for another stage yields it
@@ -181,7 +182,7 @@ class time_model {
 
   // What a stage does after its backward, on its rank 0 (its tp rank 0
   // holds the largest shards): the gradient buckets' reduction on dp,
-  // ZeRO-1 and 2's gather of each updated parameter, and the update.
+  // ZeRO-1 and 2's gather of each bucket's updated values, and the update.
   struct after_backward {
     double reduction = 0, update_gather = 0, update = 0;
     [[nodiscard]] double total() const { return reduction + update_gather + update; }
@@ -191,17 +192,21 @@ class time_model {
                                                   double sharing) const {
     state_memory const m = model_->state(plan, s * plan.tp, element_bytes, state_tensors);
     double const gradient_bytes = static_cast<double>(m.gradients);
-    auto const buckets = std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
+    double const buckets = plan.zero == zero_stage::parameters
+                               ? static_cast<double>(stages_with_parameters(plan, s))
+                               : std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
     bool const scatter = plan.zero >= zero_stage::gradients;
+    auto const per_bucket = [&](collective_kind kind, bool deferred) {
+      return buckets *
+             (hardware_.collective_seconds(kind, plan.dp, gradient_bytes / buckets, dp_stride(plan), deferred) +
+              hardware_.sync_overhead);
+    };
     after_backward out;
-    if (plan.dp > 1)
-      out.reduction = buckets * (hardware_.collective_seconds(
-                                     scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, plan.dp,
-                                     gradient_bytes / buckets, dp_stride(plan), true) +
-                                 hardware_.sync_overhead);
-    if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
-      for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
-        for (std::size_t st : chunk) out.update_gather += gathers(plan, st, element_bytes, false);
+    if (plan.dp > 1) {
+      out.reduction = per_bucket(scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, true);
+      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+        out.update_gather = per_bucket(collective_kind::all_gather, false);
+    }
     double const elements = static_cast<double>(m.optimizer_state) /
                             static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes);
     out.update = sharing * hardware_.kernel_seconds({kernel_kind::adamw, elements}, element_bytes);
@@ -265,23 +270,32 @@ class time_model {
     return 2 * gathers(plan, st, element_bytes, true);  // started ahead, waited for before use
   }
 
-  // One all-gather on dp per parameter of stage st (its tp shard), each a
-  // redistribution of its own; deferred: posted, then waited for. Made once
-  // per what it depends on (a search asks for each stage of every plan).
+  // One all-gather on dp of stage st's parameters (their tp shards), all
+  // at once (train/detail/fused_gather.hpp); deferred: posted, then waited
+  // for. Made once per what it depends on (a search asks for each stage of
+  // every plan).
   [[nodiscard]] double gathers(training_plan const& plan, std::size_t st, std::size_t element_bytes,
                                bool deferred) const {
-    if (plan.dp <= 1) return 0;
+    auto const& parameters = model_->stages(plan)[st].parameters;
+    if (plan.dp <= 1 || parameters.empty()) return 0;
     auto const key = std::tuple(plan.dp, plan.tp, plan.pp, st, element_bytes, deferred);
     if (auto const it = gathers_.find(key); it != gathers_.end()) return it->second;
-    double seconds = 0;
-    for (parameter_spec const& p : model_->stages(plan)[st].parameters)
-      seconds += hardware_.collective_seconds(
-                     collective_kind::all_gather, plan.dp,
-                     static_cast<double>(local_elements(memory_model::stage_mesh(plan), p.placement, p.extents, 0) *
-                                         element_bytes),
-                     dp_stride(plan), deferred) +
-                 hardware_.redistribution_overhead + hardware_.sync_overhead;
+    std::size_t elements = 0;
+    for (parameter_spec const& p : parameters)
+      elements += local_elements(memory_model::stage_mesh(plan), p.placement, p.extents, 0);
+    double const seconds =
+        hardware_.collective_seconds(collective_kind::all_gather, plan.dp,
+                                     static_cast<double>(elements * element_bytes), dp_stride(plan), deferred) +
+        hardware_.sync_overhead;
     return gathers_.emplace(key, seconds).first->second;
+  }
+
+  // The model stages pipeline stage s holds that have parameters (ZeRO-3's buckets).
+  [[nodiscard]] std::size_t stages_with_parameters(training_plan const& plan, std::size_t s) const {
+    std::size_t n = 0;
+    for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
+      for (std::size_t st : chunk) n += model_->stages(plan)[st].parameters.empty() ? 0U : 1U;
+    return n;
   }
 
   // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.

@@ -144,25 +144,35 @@ class optimizer {
   std::shared_ptr<detail::rule_interface const> rule_;
 };
 
+// Step t (from 1) of o on n elements of a parameter's value at `value`, its
+// gradient at `grad` times `scale`, and its state tensors' elements at
+// `state` (the same n each, all in memory_space).
+template <class T, class MemorySpace>
+void update_block(optimizer const& o, T* value, T* grad, std::vector<T*> const& state, std::size_t n, std::size_t t,
+                  double scale, execution_space_of<MemorySpace> const& exec = {}) {
+  using views = detail::update_views<T, MemorySpace>;
+  static_assert(std::is_constructible_v<detail::any_update_views, views>,
+                "optimizers update float and double parameters in host memory or the default execution space's");
+  using block = detail::flat_block<T, MemorySpace>;
+  views u{exec, block(value, n), block(grad, n), {}, t, scale};
+  for (T* s : state) u.state.push_back(block(s, n));
+  o.apply(u);
+}
+
 // Step t (from 1) of o on p, its gradient times `scale`, in state layout
 // `state`. Precondition: p has a gradient in its reduced layout.
 template <class T, std::size_t Rank, class MemorySpace>
 void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout const& state, std::size_t t,
             double scale, execution_space_of<MemorySpace> const& exec = {}) {
-  using views = detail::update_views<T, MemorySpace>;
-  static_assert(std::is_constructible_v<detail::any_update_views, views>,
-                "optimizers update float and double parameters in host memory or the default execution space's");
   mesh_shape const& shape = p.mesh().shape();
   bool const in_place =
       shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
   auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
   auto const grad = ops::detail::to_layout(p.grad(), state, exec);
-  auto const block = [](auto const& x) {
-    return detail::flat_block<T, MemorySpace>(x.local().data(), x.local().size());
-  };
-  views u{exec, block(value), block(grad), {}, t, scale};
-  for (std::size_t i = 0; i < o.state_tensors(); ++i) u.state.push_back(block(p.optimizer_state(i, state)));
-  o.apply(u);
+  std::vector<T*> states;
+  for (std::size_t i = 0; i < o.state_tensors(); ++i) states.push_back(p.optimizer_state(i, state).local().data());
+  update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
+                               exec);
   if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
 }
 

@@ -8,7 +8,8 @@
 // A step runs forward and backward on each micro-batch (gradient
 // accumulation: gradients add up unreduced, partial on "dp"); during the
 // last micro-batch's backward, the gradients go into buckets (about
-// bucket_bytes each, in the order backward produces them) whose reduction
+// bucket_bytes each, in the order backward produces them; with ZeRO-3 one
+// per model stage) whose reduction
 // starts as soon as the bucket's last gradient exists, and is advanced
 // between stages (MPI progresses non-blocking collectives only inside its
 // calls, which the trainer makes between stages and, through the mesh's
@@ -19,7 +20,10 @@
 // was split. Then the gradient is
 // clipped by its global norm (every element of every parameter counted
 // once, whatever its layout) and the optimizer updates each rank's block
-// of the state (optimizer.hpp). ZeRO-3 gathers each stage's parameters just
+// of the state (optimizer.hpp); with ZeRO-1 and 2, each rank updates its
+// rows of each bucket's values and one all-gather per bucket completes
+// them (train/detail/fused_gather.hpp), while the next bucket updates.
+// ZeRO-3 gathers each model stage's parameters by one all-gather just
 // before its forward and its backward, starts the next stage's gather
 // early, and frees them after. Every layout comes from state_sharding.hpp.
 //
@@ -50,6 +54,7 @@
 #include "shardmesh/strategy/learning_rate.hpp"
 #include "shardmesh/strategy/pipeline_simulation.hpp"
 #include "shardmesh/strategy/state_sharding.hpp"
+#include "shardmesh/train/detail/fused_gather.hpp"
 #include "shardmesh/train/detail/gradient_bucket.hpp"
 #include "shardmesh/train/detail/stage_transfers.hpp"
 #include "shardmesh/train/detail/trainable.hpp"
@@ -164,6 +169,7 @@ class trainer {
         });
     }
     make_buckets();
+    make_units();
     for (Model* chunk : chunks_) chunk->trace([this](auto const& event) { on_stage(event); });
   }
   trainer(trainer const&) = delete;
@@ -249,10 +255,7 @@ class trainer {
     double const scale =
         options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
     ++steps_;
-    for (auto& p : parameters_) {
-      p->update(options_.method.adjusted(lr_factor, p->decays()), steps_, scale, exec);
-      p->zero_grad();
-    }
+    update(lr_factor, scale, exec);
     phases.end(3);
     memory_ = phases.report();
     return r;
@@ -262,6 +265,16 @@ class trainer {
   using member = detail::trainable<value_type, memory_space>;
   using bucket = detail::gradient_bucket<value_type, memory_space>;
   using clock = std::chrono::steady_clock;
+
+  using gather = detail::fused_gather<value_type, memory_space>;
+  using flat_view = typename member::flat_view;
+
+  // ZeRO-3: the parameters of one model stage, gathered together.
+  struct stage_unit {
+    std::vector<member*> members;
+    std::unique_ptr<gather> fused;
+    bool gathered = false;
+  };
 
   // What a stage keeps for one chunk of one micro-batch between its actions.
   struct in_flight {
@@ -354,24 +367,112 @@ class trainer {
   [[nodiscard]] bool data_parallel() const { return dp_ != npos && stage_mesh_.shape()[dp_].extent > 1; }
 
   // Buckets in the order backward completes gradients: stages last to
-  // first, parameters last to first within a stage.
+  // first, parameters last to first within a stage; with ZeRO-3, a bucket
+  // per stage (the unit it gathers), else about bucket_bytes each. With
+  // ZeRO-1 and 2, each bucket's gather of updated values.
   void make_buckets() {
     if (!data_parallel()) return;
+    bool const per_stage = options_.stage == zero_stage::parameters;
     std::vector<member*> open;
     std::size_t bytes = 0;
     for (std::size_t i = parameters_.size(); i-- > 0;) {
       member* m = parameters_[i].get();
       open.push_back(m);
       bytes += m->rows() * m->row_elements() * sizeof(value_type);
-      if (bytes >= options_.bucket_bytes || i == 0) {
+      bool const full =
+          per_stage ? i == 0 || parameters_[i - 1]->stage() != m->stage() : bytes >= options_.bucket_bytes;
+      if (full || i == 0) {
         // 1 to 32767 (MPI's least upper bound for tags); 0 is other exchanges'. Buckets
         // 32766 apart never overlap in time.
         int const tag = static_cast<int>(buckets_.size() % 32766) + 1;
         buckets_.push_back(std::make_unique<bucket>(std::move(open), dp_, tag));
+        if (fused_update())
+          update_gathers_.push_back(
+              std::make_unique<gather>(stage_mesh_, buckets_.back()->group(), buckets_.back()->parts()));
         open.clear();
         bytes = 0;
       }
     }
+  }
+
+  // ZeRO-1 and 2 on more than one data-parallel rank: updates by rows, values completed by each bucket's gather.
+  [[nodiscard]] bool fused_update() const {
+    return data_parallel() &&
+           (options_.stage == zero_stage::optimizer_state || options_.stage == zero_stage::gradients);
+  }
+
+  // ZeRO-3: a unit per model stage with parameters, its members' rows over the dp group.
+  void make_units() {
+    if (options_.stage != zero_stage::parameters || dp_ == npos) return;
+    communicator const& group = stage_mesh_.group(axis_set::of(dp_));
+    for (auto& p : parameters_) units_[p->stage()].members.push_back(p.get());
+    for (auto& [stage, unit] : units_) {
+      std::vector<std::pair<std::size_t, std::size_t>> rows;
+      for (member* m : unit.members) rows.emplace_back(m->rows(), m->row_elements());
+      unit.fused = std::make_unique<gather>(stage_mesh_, group,
+                                            detail::dp_parts(std::move(rows), static_cast<std::size_t>(group.size())));
+    }
+  }
+
+  // Starts gathering stage s's parameters (nothing if it has none, or they are gathered or on their way).
+  void start_gather(std::size_t s) {
+    auto const it = units_.find(s);
+    if (it == units_.end() || it->second.gathered || it->second.fused->started()) return;
+    std::vector<flat_view> sources, targets;
+    for (member* m : it->second.members) {
+      sources.push_back(m->stored_block());
+      targets.push_back(m->gather_into());
+    }
+    it->second.fused->start(sources, std::move(targets), exec_);
+  }
+
+  // Stage s's parameters gathered, waiting for their gather if it is on its way.
+  void finish_gather(std::size_t s) {
+    start_gather(s);
+    auto const it = units_.find(s);
+    if (it == units_.end() || it->second.gathered) return;
+    it->second.fused->finish(exec_);
+    for (member* m : it->second.members) m->gathered_in();
+    it->second.gathered = true;
+  }
+
+  // Frees stage s's gathered parameters (a gather still on its way completes first).
+  void release(std::size_t s) {
+    auto const it = units_.find(s);
+    if (it == units_.end()) return;
+    if (it->second.fused->started()) it->second.fused->finish(exec_);
+    for (member* m : it->second.members) m->release();
+    it->second.gathered = false;
+  }
+
+  // The optimizer's step on every parameter. ZeRO-1 and 2: a bucket's
+  // members updated on this rank's rows, then gathered while the next
+  // bucket updates.
+  void update(double lr_factor, double scale, exec_type const& exec) {
+    auto const rule = [&](member const& m) { return options_.method.adjusted(lr_factor, m.decays()); };
+    if (!fused_update()) {
+      for (auto& p : parameters_) {
+        p->update(rule(*p), steps_, scale, exec);
+        p->zero_grad();
+      }
+      return;
+    }
+    gather* gathering = nullptr;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      auto const& members = buckets_[b]->members();
+      auto const me = static_cast<std::size_t>(buckets_[b]->group().rank());
+      std::vector<flat_view> sources, targets;
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        auto const rows = buckets_[b]->parts().part(i, me);
+        targets.push_back(members[i]->update_rows(rule(*members[i]), steps_, scale, rows, exec));
+        sources.push_back(Kokkos::subview(targets.back(), rows));
+        members[i]->zero_grad();
+      }
+      if (gathering != nullptr) gathering->finish(exec);
+      gathering = update_gathers_[b].get();
+      gathering->start(sources, std::move(targets), exec);
+    }
+    if (gathering != nullptr) gathering->finish(exec);
   }
 
   // The schedule for m micro-batches, made and checked once per m.
@@ -475,14 +576,11 @@ class trainer {
 
   void on_stage(stage_event const& e) {
     bool const forward_pass = e.phase == forward_phase;
-    if (options_.stage == zero_stage::parameters) {
-      if (e.before) {
-        for_stage(e.stage, [&](member& m) { m.gather(exec_); });
-        std::size_t const next = forward_pass ? e.stage + 1 : e.stage - 1;
-        if (forward_pass || e.stage > 0) for_stage(next, [&](member& m) { m.gather_async(exec_); });
-      } else {
-        for_stage(e.stage, [&](member& m) { m.release(); });
-      }
+    if (e.before) {
+      finish_gather(e.stage);
+      if (forward_pass || e.stage > 0) start_gather(forward_pass ? e.stage + 1 : e.stage - 1);
+    } else {
+      release(e.stage);
     }
     if (!e.before && !forward_pass && gradients_complete_) start_buckets_ready_at(e.stage);
     advance();
@@ -498,14 +596,8 @@ class trainer {
   // Advances every reduction, gather and transfer in flight without blocking.
   void advance() {
     for (auto& b : buckets_) b->progress();
-    for (auto& p : parameters_) p->progress();
+    for (auto& [stage, unit] : units_) unit.fused->progress();
     if (transfers_) transfers_->progress();
-  }
-
-  template <class Visit>
-  void for_stage(std::size_t s, Visit&& visit) {
-    for (auto& p : parameters_)
-      if (p->stage() == s) visit(*p);
   }
 
   // Every gradient into its reduced layout: the buckets' collectives
@@ -533,8 +625,10 @@ class trainer {
   device_mesh mesh_, stage_mesh_;
   training_options options_;
   std::size_t pp_, dp_;
-  std::vector<std::unique_ptr<member>> parameters_;  // in forward order
-  std::vector<std::unique_ptr<bucket>> buckets_;     // in backward order
+  std::vector<std::unique_ptr<member>> parameters_;      // in forward order
+  std::vector<std::unique_ptr<bucket>> buckets_;         // in backward order
+  std::vector<std::unique_ptr<gather>> update_gathers_;  // ZeRO-1 and 2: per bucket
+  std::map<std::size_t, stage_unit> units_;              // ZeRO-3: per model stage
   trace_hook user_trace_;
   exec_type exec_;
   pipeline_schedule schedule_;

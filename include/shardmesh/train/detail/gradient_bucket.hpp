@@ -7,9 +7,7 @@
 // axis: all_reduce (accumulate -> compute, ZeRO 0 and 1) or reduce_scatter
 // onto dimension 0 (accumulate -> compute with dp appended to dimension 0,
 // ZeRO 2 and 3); the constructor checks it. The bucket fuses these steps:
-// for a reduce-scatter, the send buffer is rank-major, for each group rank q
-// the rows of each member's block that the nested block geometry gives q
-// (contiguous: dimension 0 is the outermost), so that MPI's reduce-scatter
+// for a reduce-scatter, the send buffer is rank-major (dp_parts.hpp), so that MPI's reduce-scatter
 // with those counts leaves each rank exactly its blocks of the reduced
 // layout. An all-reduce runs in place on the concatenated blocks. The
 // reduce-scatter is MPI's or the ring on point-to-point messages, whichever
@@ -26,6 +24,7 @@
 #include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/train/detail/dp_parts.hpp"
 #include "shardmesh/train/detail/trainable.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -62,12 +61,11 @@ class gradient_bucket {
         throw std::logic_error("gradient bucket: " + m->name() + " reduces by another collective");
       kind_ = k;
     }
-    counts_.assign(n_, 0);
-    for (member* m : members_)
-      for (std::size_t q = 0; q < n_; ++q) counts_[q] += block_part(m->rows(), n_, q).size() * m->row_elements();
-    std::size_t total = 0;
-    for (std::size_t c : counts_) total += c;
-    send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), total);
+    std::vector<std::pair<std::size_t, std::size_t>> rows;
+    for (member* m : members_) rows.emplace_back(m->rows(), m->row_elements());
+    parts_ = dp_parts(std::move(rows), n_);
+    counts_ = parts_.counts();
+    send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), parts_.total());
     if (kind_ == step_kind::reduce_scatter) {
       recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), counts_[me_]);
       if (n_ > 2)  // the ring's steps before its last receive here
@@ -78,6 +76,9 @@ class gradient_bucket {
   }
 
   [[nodiscard]] std::vector<member*> const& members() const { return members_; }
+  // The dp group, and how the members' rows split over it.
+  [[nodiscard]] communicator const& group() const { return *group_; }
+  [[nodiscard]] dp_parts const& parts() const { return parts_; }
   [[nodiscard]] step_kind kind() const { return kind_; }
   // Elements this rank contributes.
   [[nodiscard]] std::size_t elements() const { return send_.size(); }
@@ -94,7 +95,8 @@ class gradient_bucket {
   void start(exec_type const& exec) {
     std::size_t at = 0;
     for (std::size_t q = 0; q < n_; ++q)
-      for (member* m : members_) at = copy(exec, part(m->accumulated(), *m, q), send_, at);
+      for (std::size_t m = 0; m < members_.size(); ++m)
+        at = copy(exec, part(members_[m]->accumulated(), m, q), send_, at);
     for (member* m : members_) m->zero_grad();
     exec.fence("shardmesh::gradient_bucket");
     collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
@@ -151,11 +153,10 @@ class gradient_bucket {
                            " is not one all-reduce or reduce-scatter on the dp axis");
   }
 
-  // The rows of m's block that group rank q receives (all of it for an all-reduce, taken once).
-  flat_view part(flat_view const& block, member const& m, std::size_t q) const {
+  // The rows of member m's block that group rank q receives (all of it for an all-reduce, taken once).
+  flat_view part(flat_view const& block, std::size_t m, std::size_t q) const {
     if (kind_ == step_kind::all_reduce) return q == 0 ? block : flat_view();
-    interval const rows = block_part(m.rows(), n_, q);
-    return Kokkos::subview(block, std::pair(rows.begin * m.row_elements(), rows.end * m.row_elements()));
+    return Kokkos::subview(block, parts_.part(m, q));
   }
 
   static std::size_t copy(exec_type const& exec, flat_view const& from, flat_view const& to, std::size_t at) {
@@ -168,6 +169,7 @@ class gradient_bucket {
   communicator const* group_ = nullptr;
   std::size_t n_ = 1, me_ = 0;
   step_kind kind_ = step_kind::all_reduce;
+  dp_parts parts_;
   std::vector<std::size_t> counts_;  // elements each group rank receives (reduce-scatter)
   flat_view send_, recv_, scratch_;
   ledger_entry buffers_;

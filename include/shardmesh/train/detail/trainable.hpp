@@ -1,7 +1,8 @@
 #pragma once
 // A parameter of any rank as the training step sees it: its state layouts,
-// its gradient as a flat local block, and the operations of a step (gather
-// and release for ZeRO-3, the reduction's fallback, the norm, the update).
+// its value and gradient as flat local blocks, and the operations of a
+// step (its part of a fused gather, the reduction's fallback, the norm, the
+// update of the whole block or of this rank's rows).
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/nn/parameter.hpp"
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace shardmesh::parallel::detail {
 
@@ -40,9 +42,12 @@ class trainable {
   [[nodiscard]] virtual std::string const& name() const = 0;
   [[nodiscard]] virtual device_mesh const& mesh() const = 0;
   [[nodiscard]] virtual tensor_index const& global_extents() const = 0;
-  virtual void gather_async(exec_type const& exec) = 0;
-  virtual void gather(exec_type const& exec) = 0;
-  virtual void progress() = 0;
+  // ZeRO-3: the stored value's block (this rank's rows), a new
+  // compute-layout block for a gather to fill (both flat), the gather done,
+  // and the gathered value freed.
+  [[nodiscard]] virtual flat_view stored_block() const = 0;
+  virtual flat_view gather_into() = 0;
+  virtual void gathered_in() = 0;
   virtual void release() = 0;
 
   [[nodiscard]] virtual bool has_grad() const = 0;
@@ -59,6 +64,12 @@ class trainable {
   // (coordinate 0 on every axis the reduced layout does not shard), else 0.
   [[nodiscard]] virtual double counted_sum_of_squares(exec_type const& exec) const = 0;
   virtual void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) = 0;
+  // ZeRO-1 and 2 (the value stored in the compute layout, the state in the
+  // sharded one): the update of this rank's elements [rows.first,
+  // rows.second) of the value's block, in place; the whole block, flat,
+  // for a gather to complete with the other ranks' rows.
+  virtual flat_view update_rows(optimizer const& o, std::size_t step, double scale,
+                                std::pair<std::size_t, std::size_t> rows, exec_type const& exec) = 0;
 
   // Elements of dimension 0 in this rank's block of the compute layout, and
   // elements per index of dimension 0 (a block is rows of this many).
@@ -106,9 +117,9 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   [[nodiscard]] std::string const& name() const override { return p_->name(); }
   [[nodiscard]] device_mesh const& mesh() const override { return p_->mesh(); }
   [[nodiscard]] tensor_index const& global_extents() const override { return p_->global_extents(); }
-  void gather_async(exec_type const& exec) override { p_->gather_async(exec); }
-  void gather(exec_type const& exec) override { p_->gather(exec); }
-  void progress() override { p_->progress(); }
+  [[nodiscard]] flat_view stored_block() const override { return ops::local::flat(p_->stored().local()); }
+  flat_view gather_into() override { return ops::local::flat(p_->gather_into().local()); }
+  void gathered_in() override { p_->gathered_in(); }
   void release() override { p_->release(); }
 
   [[nodiscard]] bool has_grad() const override { return p_->has_grad(); }
@@ -129,6 +140,18 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   }
   void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) override {
     parallel::update(o, *p_, this->layouts().state, step, scale, exec);
+  }
+  flat_view update_rows(optimizer const& o, std::size_t step, double scale, std::pair<std::size_t, std::size_t> rows,
+                        exec_type const& exec) override {
+    flat_view const value = ops::local::flat(p_->stored().local());
+    // The reduced gradient holds every row (ZeRO-1) or this rank's (ZeRO-2).
+    std::size_t const from = this->layouts().reduced == this->layouts().compute ? rows.first : 0;
+    std::vector<T*> state;
+    for (std::size_t i = 0; i < o.state_tensors(); ++i)
+      state.push_back(p_->optimizer_state(i, this->layouts().state).local().data());
+    update_block<T, MemorySpace>(o, value.data() + rows.first, p_->grad().local().data() + from, state,
+                                 rows.second - rows.first, step, scale, exec);
+    return value;
   }
 
  private:
