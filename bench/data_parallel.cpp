@@ -25,6 +25,7 @@
 #include "max_over_ranks.hpp"
 #include "rounds.hpp"
 #include "synthetic_gpt.hpp"
+#include "timed_training.hpp"
 
 #include <shardmesh/shardmesh.hpp>
 
@@ -105,30 +106,15 @@ void step_case(benchmark::State& state, parallel::zero_stage stage) {
   for (std::size_t i = 0; i < ids.size(); ++i) ids.data()[i] = static_cast<int>(i * 31 % model_config.vocabulary);
   auto const tokens = distribute<host>(mesh, overlapped_model.layouts().ids, ids);
   std::vector<trainer_type::micro_batch> const batch{{tokens, tokens}};
-  auto const timed = [&](trainer_type& t, double* wait) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double const start = MPI_Wtime();
-    auto const r = t.step(batch);
-    if (wait != nullptr) *wait = max_over_ranks(r.reduction_wait);
-    return max_over_ranks(MPI_Wtime() - start);
-  };
-  (void)timed(overlapped, nullptr);  // first steps measure, allocate and make optimizer state
-  (void)timed(sequential, nullptr);
-  std::vector<double> steps, sequentials, communication;
+  (void)timed_step(overlapped, batch);  // first steps measure, allocate and make optimizer state
+  (void)timed_step(sequential, batch);
+  overlap_measurement measured;
   for (auto _ : state) {
-    double wait = 0;
-    steps.push_back(timed(overlapped, nullptr));
-    sequentials.push_back(timed(sequential, &wait));
-    communication.push_back(wait);
-    state.SetIterationTime(steps.back());
+    double const step = timed_step(overlapped, batch).seconds;
+    measured.add(step, timed_step(sequential, batch));
+    state.SetIterationTime(step);
   }
-  double const step = median(steps), seq = median(sequentials), comm = median(communication);
-  double const compute = seq - comm;
-  state.counters["step_ms"] = 1e3 * step;
-  state.counters["sequential_ms"] = 1e3 * seq;
-  state.counters["communication_ms"] = 1e3 * comm;
-  state.counters["compute_ms"] = 1e3 * compute;
-  state.counters["exposed_share"] = comm > 0 ? std::max(0.0, step - compute) / comm : 0;
+  measured.report(state);
   state.counters["buckets"] = static_cast<double>(overlapped.bucket_count());
 }
 

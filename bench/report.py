@@ -12,12 +12,13 @@ data parallelism's reduce_scatter/size/implementation and dp_step/model/stage;
 pipelines' p2p/size/implementation and pipeline/schedule/m<micro-batches>;
 checkpoints' save/size/implementation and load/size/implementation;
 products' product/mesh/n/implementation; pencil transposes'
-pencil/ranks/n/contiguous|strided/implementation.
+pencil/ranks/n/contiguous|strided/implementation; training's
+train/model/run/implementation (bench_training and bench/torch_training.py).
 Times are medians over repetitions (rounds); ratios are medians of the ratios
 of runs taken side by side. Each --readme FILE has the part between each pair
 of results markers it holds replaced by the section of those results:
 transition results, transformer block results, gemm results, data parallel results,
-pipeline results, checkpoint results, product results, pencil results.
+pipeline results, checkpoint results, product results, pencil results, training results.
 """
 import argparse
 import json
@@ -40,6 +41,8 @@ CHECKPOINT_KINDS = ("save", "load")
 PRODUCT_MARKERS = ("<!-- product results begin -->", "<!-- product results end -->")
 PENCIL_MARKERS = ("<!-- pencil results begin -->", "<!-- pencil results end -->")
 PRODUCT_KINDS = ("product", "pencil")
+TRAINING_MARKERS = ("<!-- training results begin -->", "<!-- training results end -->")
+TRAINING_KINDS = ("train",)
 SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -53,7 +56,7 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS + TRAINING_KINDS
                for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
@@ -151,9 +154,10 @@ def machine(contexts):
     c = next((x for x in contexts if "num_cpus" in x), {})
     ranks = sorted({x.get("mpi_ranks") for x in contexts if x.get("mpi_ranks")}, key=int)
     runtime = next((x["shardmesh_runtime"] for x in contexts if "shardmesh_runtime" in x), "")
+    pytorch = next((f"; {x['pytorch']}" for x in contexts if "pytorch" in x), "")
     return (f"{c.get('host_name', '?')}: {c.get('num_cpus', '?')} CPUs at {c.get('mhz_per_cpu', '?')} MHz, "
             f"runs on {', '.join(ranks)} MPI ranks (more than 2 oversubscribe the cores; one OpenMP thread each), "
-            f"{runtime}, "
+            f"{runtime}{pytorch}, "
             f"{c.get('date', '')}")
 
 
@@ -499,6 +503,64 @@ def pencil_section(results):
     return "\n".join(rows) + "\n"
 
 
+def losses(rounds):
+    """The losses of a run's steps (every round trains the same steps: the first round's)."""
+    r = rounds[0]
+    return [r[f"loss_{i}"] for i in range(len(r)) if f"loss_{i}" in r]
+
+
+def loss_difference(ours, theirs):
+    """The largest relative difference between two runs' losses, step by step."""
+    a, b = losses(ours), losses(theirs)
+    return max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan")) if len(a) == len(b) else float("nan")
+
+
+def training_section(results):
+    """shardmesh's training steps against PyTorch's (one process, DDP, FSDP) side by side, their losses compared,
+    ZeRO-1 and ZeRO-2 against ZeRO-0, and how much of the gradient reductions stays exposed."""
+    baseline = {"1rank": "one process", "zero0": "DDP", "zero1": "DDP", "zero2": "FSDP SHARD_GRAD_OP",
+                "zero3": "FSDP FULL_SHARD"}
+    peer = lambda run: run if run == "1rank" or not run.endswith("zero1") else run[:-1] + "0"
+    rows = ["| model | run | shardmesh ms | PyTorch | PyTorch ms | shardmesh / PyTorch | shardmesh / its ZeRO-0 | "
+            "samples/s | largest loss difference | exposed communication |", "|" + "---|" * 10]
+    ratios, zero, exposed = [], [], []
+    for model, run in sorted(results, key=lambda k: (k[0], k[1])):
+        r = results[(model, run)]
+        ours = r.get("shardmesh")
+        theirs = results.get((model, peer(run)), {}).get("pytorch")
+        if not ours:
+            continue
+        med = lambda rounds, field="ms": statistics.median(x[field] for x in rounds)
+        ratio = dp_ratio(ours, theirs) if theirs and run == peer(run) else None
+        if ratio is not None:
+            ratios.append((model, run, ratio))
+        zero0 = results.get((model, run[:-1] + "0"), {}).get("shardmesh") if run[-1] in "12" else None
+        to_zero0 = dp_ratio(ours, zero0) if zero0 else None
+        if to_zero0 is not None:
+            zero.append((model, run, to_zero0))
+        share = med(ours, "exposed_share") if "exposed_share" in ours[0] else None
+        if share is not None:
+            exposed.append((model, run, share, med(ours, "communication_ms")))
+        rows.append("| " + " | ".join([
+            model.replace("_", " "), run.replace("_", " "), fmt_ms(med(ours)),
+            baseline[run if run == "1rank" else run.split("_")[1]], fmt_ms(med(theirs)) if theirs else "",
+            f"{ratio:.2f}" if ratio is not None else "", f"{to_zero0:.2f}" if to_zero0 is not None else "",
+            f"{med(ours, 'samples_per_second'):.0f}", f"{loss_difference(ours, theirs):.1e}" if theirs else "",
+            f"{100 * share:.0f}% of {med(ours, 'communication_ms'):.1f} ms" if share is not None else ""]) + " |")
+    lines = []
+    listed = lambda xs: ", ".join(f"{m.replace('_', ' ')} {run.replace('_', ' ')}: {x:.2f}x" for m, run, x in xs)
+    if ratios:
+        lines.append(f"- at most 1.0x PyTorch's step (one process, DDP, FSDP): {sum(x <= 1.0 for *_, x in ratios)} of "
+                     f"{len(ratios)}; " + listed(ratios))
+    if zero:
+        lines.append(f"- ZeRO-1 and ZeRO-2 within 1.10x of ZeRO-0: {sum(x <= 1.10 for *_, x in zero)} of {len(zero)}; "
+                     + listed(zero))
+    if exposed:
+        lines.append("- exposed gradient reduction: " + ", ".join(
+            f"{m.replace('_', ' ')} {run.replace('_', ' ')}: {100 * x:.0f}% of {c:.1f} ms" for m, run, x, c in exposed))
+    return "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n"
+
+
 def replace_between(text, markers, section):
     begin, end = markers
     head, rest = text.split(begin, 1)
@@ -522,7 +584,8 @@ def main():
     saves, save_contexts = load_data_parallel(args.results, CHECKPOINT_KINDS)
     products, product_contexts = load_cases(args.results, "product", 2)
     pencils, pencil_contexts = load_cases(args.results, "pencil", 2)
-    if not results and not block and not dp and not pipe and not saves and not products and not pencils:
+    training, training_contexts = load_cases(args.results, "train", 2)
+    if not any((results, block, dp, pipe, saves, products, pencils, training)):
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -545,6 +608,9 @@ def main():
     if pencils:
         sections[PENCIL_MARKERS] = (f"Produced by `{args.command}` on {machine(pencil_contexts)}.\n\n"
                                     f"{pencil_section(pencils)}")
+    if training:
+        sections[TRAINING_MARKERS] = (f"Produced by `{args.command}` on {machine(training_contexts)}.\n\n"
+                                      f"{training_section(training)}")
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -558,7 +624,8 @@ def main():
             readme = f.read()
         if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
                                                                            PIPELINE_MARKERS, CHECKPOINT_MARKERS,
-                                                                           PRODUCT_MARKERS, PENCIL_MARKERS)):
+                                                                           PRODUCT_MARKERS, PENCIL_MARKERS,
+                                                                           TRAINING_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:
