@@ -5,7 +5,8 @@
 // ledger's peaks equal to each stage's formula, computed here from the
 // layouts' shard geometry (uneven shards: hidden 10, vocabulary 50, MLP 18
 // and sequence 5 over dp = 3 or 4). Runs on 2 to 4 ranks (dp = the ranks,
-// and dp = 2 x tp = 2 on 4).
+// and dp = 2 x tp = 2 on 4). The fused gather alone: every member's block
+// whole from each rank's rows, two gathers in flight at once.
 #include "mpi_test.hpp"
 #include "small_gpt.hpp"
 
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -221,6 +223,47 @@ TEST_CASE("ZeRO-1 and 2 return updated values by one all-gather per bucket", "[p
     CHECK(train.bucket_count() > 1);
     CHECK(gathers == (stage == zero_stage::none ? 0 : train.bucket_count()));
   }
+}
+
+TEST_CASE("a fused gather completes every member's block from each rank's rows, uneven and empty parts included",
+          "[parallel][data_parallel]") {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  device_mesh mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n}});
+  communicator const& group = mesh.group(axis_set::of(0));
+  auto const me = static_cast<std::size_t>(group.rank());
+  using flat = Kokkos::View<float*, host>;
+  using gather = parallel::detail::fused_gather<float, host>;
+  // Rows and elements per row: 5 rows split unevenly, 1 row that only
+  // rank 0 holds, 7 rows of one element.
+  parallel::detail::dp_parts const parts({{5, 3}, {1, 4}, {7, 1}}, n);
+  auto const value = [](std::size_t m, std::size_t i) { return static_cast<float>(100 * m + i); };
+  // Two gathers in flight at once (a unit and the next one's prefetch), finished in order.
+  std::vector<std::unique_ptr<gather>> gathers;
+  std::vector<std::vector<flat>> targets(2);
+  collective_count const before = mesh.counters()["all_gather"];
+  for (std::size_t g = 0; g < 2; ++g) {
+    std::vector<flat> sources;
+    for (std::size_t m = 0; m < parts.members(); ++m) {
+      auto const [begin, end] = parts.part(m, me);
+      flat source("source", end - begin);
+      for (std::size_t i = begin; i < end; ++i) source(i - begin) = value(m, i) + static_cast<float>(g);
+      sources.push_back(source);
+      targets[g].emplace_back("target", parts.elements(m));
+      Kokkos::deep_copy(targets[g].back(), -1.0F);
+    }
+    gathers.push_back(std::make_unique<gather>(mesh, group, parts));
+    gathers.back()->start(sources, targets[g], {});
+    CHECK(gathers.back()->started());
+  }
+  for (std::size_t g = 0; g < 2; ++g) {
+    gathers[g]->finish({});
+    CHECK_FALSE(gathers[g]->started());
+    for (std::size_t m = 0; m < parts.members(); ++m)
+      for (std::size_t i = 0; i < parts.elements(m); ++i)
+        CHECK(targets[g][m](i) == value(m, i) + static_cast<float>(g));
+  }
+  CHECK(mesh.counters()["all_gather"].calls - before.calls == 2);
+  CHECK(workspace_of<host>(mesh).leased_bytes() == 0);
 }
 
 TEST_CASE("the memory ledger's peaks equal each ZeRO stage's formula, uneven shards included",
