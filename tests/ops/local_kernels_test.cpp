@@ -7,6 +7,7 @@
 #include "mpi_test.hpp"
 
 #include <shardmesh/ops/local/elementwise.hpp>
+#include <shardmesh/ops/local/exponential.hpp>
 #include <shardmesh/ops/local/gelu.hpp>
 #include <shardmesh/ops/local/layer_norm.hpp>
 #include <shardmesh/ops/local/optimizer.hpp>
@@ -19,6 +20,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -28,7 +30,9 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(KOKKOS_ENABLE_OPENMP)
@@ -299,6 +303,37 @@ TEMPLATE_TEST_CASE("AdamW's element step at update t follows its formula", "[ops
     want[i] = p[i] - 0.1 * (0.2 * p[i] + mhat / (std::sqrt(vhat) + 1e-3));
   }
   CHECK(first_miss(to_host(exec, pd), want, tolerance<T>) == "");
+}
+
+TEST_CASE("the kernels' float exponential is within 2 ulp of the C library's, 0, inf and NaN where expf's are",
+          "[ops][local][exponential]") {
+  // Every 97th float from -87.3 to 88.37 (about 24 million), both signs' small values included.
+  auto const ulp_error = [](float x) {
+    double const want = std::exp(static_cast<double>(x));
+    double const got = exponential(x);
+    double const ulp =
+        std::nextafter(static_cast<float>(want), std::numeric_limits<float>::infinity()) - static_cast<float>(want);
+    return std::abs(got - want) / ulp;
+  };
+  double worst = 0;
+  float worst_at = 0;
+  for (auto bits = std::bit_cast<std::uint32_t>(-87.3F); bits > 0x80000000U; bits -= 97) {
+    float const x = std::bit_cast<float>(bits);
+    if (double const e = ulp_error(x); e > worst) std::tie(worst, worst_at) = std::pair(e, x);
+  }
+  for (auto bits = std::uint32_t{0}; bits < std::bit_cast<std::uint32_t>(88.37F); bits += 97) {
+    float const x = std::bit_cast<float>(bits);
+    if (double const e = ulp_error(x); e > worst) std::tie(worst, worst_at) = std::pair(e, x);
+  }
+  INFO("worst at " << worst_at);
+  CHECK(worst <= 2.0);
+  CHECK(exponential(0.0F) == 1.0F);
+  CHECK(exponential(-87.31F) == 0.0F);
+  CHECK(exponential(-std::numeric_limits<float>::infinity()) == 0.0F);
+  CHECK(exponential(88.4F) == std::numeric_limits<float>::infinity());
+  CHECK(exponential(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(exponential(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(exponential(1.0) == std::exp(1.0));  // doubles: Kokkos::exp
 }
 
 TEMPLATE_TEST_CASE("gelu follows its tanh formula", "[ops][local][gelu]", float, double) {

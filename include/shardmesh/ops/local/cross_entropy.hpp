@@ -6,6 +6,7 @@
 // each rank's part and, given the combined values, the gradient. A negative
 // target marks a row that does not count (padding): its gradient is 0.
 
+#include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -33,7 +34,7 @@ void cross_entropy_parts(ExecSpace const& exec, X const& x, M const& max, Target
         std::size_t const r = static_cast<std::size_t>(member.league_rank());
         T s{};
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(member, n), [&](std::size_t j, T& acc) { acc += Kokkos::exp(x(r, j) - max(r)); },
+            Kokkos::TeamThreadRange(member, n), [&](std::size_t j, T& acc) { acc += exponential(x(r, j) - max(r)); },
             s);
         Kokkos::single(Kokkos::PerTeam(member), [&] {
           sum_exp(r) = s;
@@ -54,7 +55,7 @@ void cross_entropy_backward(ExecSpace const& exec, X const& x, M const& max, S c
       "shardmesh::cross_entropy_backward",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {x.extent(0), x.extent(1)}),
       KOKKOS_LAMBDA(std::size_t r, std::size_t j) {
-        T const p = Kokkos::exp(x(r, j) - max(r)) / sum_exp(r);
+        T const p = exponential(x(r, j) - max(r)) / sum_exp(r);
         T const hit = static_cast<std::size_t>(target(r)) == j + offset ? T(1) : T(0);
         dx(r, j) = target(r) < 0 ? T(0) : scale * (p - hit);
       });

@@ -6,6 +6,7 @@
 // (it works in double precision), and no cancellation near 0.
 // Views are 1-D (flat(shard) gives one). y may be x; dx may be dy.
 
+#include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -20,7 +21,7 @@ template <class T>
 KOKKOS_INLINE_FUNCTION T gelu_gate(T x) {
   constexpr T two_k = static_cast<T>(2 * 0.79788456080286535588);
   constexpr T c = static_cast<T>(0.044715);
-  return static_cast<T>(1) / (static_cast<T>(1) + Kokkos::exp(-two_k * (x + c * x * x * x)));
+  return static_cast<T>(1) / (static_cast<T>(1) + exponential(-two_k * (x + c * x * x * x)));
 }
 }  // namespace detail
 
@@ -36,10 +37,11 @@ KOKKOS_INLINE_FUNCTION T gelu_derivative(T x) {
   constexpr T two_k = static_cast<T>(2 * 0.79788456080286535588);
   constexpr T c3 = static_cast<T>(3 * 0.044715);
   T const s = detail::gelu_gate(x);
-  T const slope = s * (static_cast<T>(1) - s);
-  // Where the gate saturates x^2 may be infinite: drop the term rather than make 0 * inf.
-  T const tail = slope == static_cast<T>(0) ? static_cast<T>(0) : x * slope * two_k * (static_cast<T>(1) + c3 * x * x);
-  return s + tail;
+  // x times the gate's slope first: 0 where the gate saturates, however
+  // large x, so that no x^2 overflows into 0 * inf (for finite x; the loop
+  // stays free of branches, which would keep it from vectorising).
+  T const xs = x * s * (static_cast<T>(1) - s);
+  return s + two_k * (xs + c3 * (xs * x) * x);
 }
 
 // y = gelu(x).

@@ -3,6 +3,7 @@
 // normalised dimension contiguous (as_rows(shard, n) gives one). A team per
 // row: the row's max and sum are row reductions (row_loops.hpp).
 
+#include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/row_loops.hpp"
 
@@ -62,7 +63,7 @@ void softmax_forward(ExecSpace const& exec, X const& x, Y const& y, std::optiona
         if (top == Kokkos::reduction_identity<T>::max()) visible = 0;  // -inf everywhere: no finite weight
         // The exponentials are kept in y: one exp per entry.
         T const total = detail::row_sum(team, visible, [&](std::size_t j) {
-          T const e = Kokkos::exp(static_cast<T>(xr[j]) - top);
+          T const e = exponential(static_cast<T>(xr[j]) - top);
           yr[j] = e;
           return e;
         });

@@ -6,6 +6,7 @@
 // Views are 1-D (flat(shard) gives one). h may be gate or up; the
 // gradients may be dh.
 
+#include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -16,7 +17,7 @@ namespace shardmesh::ops::local {
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T a) {
-  return static_cast<T>(1) / (static_cast<T>(1) + Kokkos::exp(-a));
+  return static_cast<T>(1) / (static_cast<T>(1) + exponential(-a));
 }
 
 // h = silu(gate) * up.
