@@ -285,6 +285,21 @@ TEMPLATE_TEST_CASE("apply_update runs an element step on every element with its 
       local_extents_error);
 }
 
+TEMPLATE_TEST_CASE("sum_of_squares matches a plain double loop, sizes off the blocks of eight included",
+                   "[ops][local][optimizer]", float, double) {
+  using T = TestType;
+  auto const instances = two_instances();
+  space const& exec = instances[1];
+  for (std::size_t size :
+       {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{1003}}) {
+    CAPTURE(size);
+    values const x = randoms<T>(size, 4);
+    double want = 0;
+    for (double v : x) want += static_cast<double>(static_cast<T>(v)) * static_cast<double>(static_cast<T>(v));
+    CHECK(std::abs(sum_of_squares(exec, to_device<T>(x)) - want) <= 1e-12 * std::max(1.0, want));
+  }
+}
+
 TEMPLATE_TEST_CASE("AdamW's element step at update t follows its formula", "[ops][local][optimizer]", float, double) {
   using T = TestType;
   auto const instances = two_instances();

@@ -170,8 +170,10 @@ TEST_CASE("gradients reduce once per bucket, on the last micro-batch only, with 
   }
 }
 
-TEST_CASE("ZeRO-3 gathers each stage's parameters by one all-gather for its forward and its backward, then frees them",
-          "[parallel][data_parallel]") {
+TEST_CASE(
+    "ZeRO-3 gathers each stage's parameters by one all-gather for its forward and its backward, frees them, "
+    "and reduces its gradients by one reduce-scatter",
+    "[parallel][data_parallel]") {
   auto const dp = static_cast<std::size_t>(test::world_size());
   if (dp < 2) return;
   fixture f(dp, 1, 2);
@@ -189,7 +191,9 @@ TEST_CASE("ZeRO-3 gathers each stage's parameters by one all-gather for its forw
     if (!e.before && e.stage == 0 && e.phase == "backward")
       f.model.for_each_parameter([&](std::string const&, auto& p) { still_gathered += p.gathered() ? 1 : 0; });
   });
+  collective_count const scatters_before = f.mesh.counters()["reduce_scatter"];
   (void)train.step(f.batch);
+  std::size_t const scatters = f.mesh.counters()["reduce_scatter"].calls - scatters_before.calls;
   std::set<std::size_t> stages;
   std::uint64_t bytes = 0;
   f.model.for_each_parameter([&](std::string const& name, auto& p) {
@@ -205,6 +209,9 @@ TEST_CASE("ZeRO-3 gathers each stage's parameters by one all-gather for its forw
     CHECK(seen.bytes_received == bytes);
   }
   CHECK(still_gathered == 0);
+  // Gradients: one reduce-scatter per unit, after the last micro-batch's backward.
+  CHECK(train.bucket_count() == stages.size());
+  CHECK(scatters == stages.size());
 }
 
 TEST_CASE("ZeRO-1 and 2 return updated values by one all-gather per bucket", "[parallel][data_parallel]") {

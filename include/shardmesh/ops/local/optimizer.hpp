@@ -36,15 +36,26 @@ void apply_update(ExecSpace const& exec, Step const& step, P const& p, G const& 
       });
 }
 
-// The sum of x(i)^2, accumulated in double.
+// The sum of x(i)^2, accumulated in double. Eight elements at a time,
+// summed as a tree: one running sum would make every element wait for
+// the previous one's addition (the global norm reads every gradient).
 template <class ExecSpace, local_view<1, ExecSpace> X>
 [[nodiscard]] double sum_of_squares(ExecSpace const& exec, X const& x) {
+  constexpr std::size_t lanes = 8;
+  std::size_t const n = x.size();
   double out = 0;
   Kokkos::parallel_reduce(
-      "shardmesh::sum_of_squares", detail::elements(exec, x.size()),
-      KOKKOS_LAMBDA(std::size_t i, double& acc) {
-        auto const value = static_cast<double>(x(i));
-        acc += value * value;
+      "shardmesh::sum_of_squares", detail::elements(exec, (n + lanes - 1) / lanes),
+      KOKKOS_LAMBDA(std::size_t block, double& acc) {
+        double squares[lanes];
+        for (std::size_t j = 0; j < lanes; ++j) {
+          std::size_t const i = block * lanes + j;
+          double const value = i < n ? static_cast<double>(x(i)) : 0.0;
+          squares[j] = value * value;
+        }
+        for (std::size_t width = lanes / 2; width > 0; width /= 2)
+          for (std::size_t j = 0; j < width; ++j) squares[j] += squares[j + width];
+        acc += squares[0];
       },
       out);
   return out;
