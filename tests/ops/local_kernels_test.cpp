@@ -35,32 +35,19 @@
 #include <utility>
 #include <vector>
 
-#if defined(KOKKOS_ENABLE_OPENMP)
-#include <omp.h>
-#endif
-
 using namespace shardmesh;
 using namespace shardmesh::ops::local;
 
 namespace {
 
 using space = Kokkos::DefaultExecutionSpace;
+using test::two_instances;
 using values = std::vector<double>;
 template <class T>
 using device_vector = Kokkos::View<T*, Kokkos::LayoutRight, space::memory_space>;
 
 constexpr std::size_t odd_sizes[] = {1, 3, 17};
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-// Two instances of the default execution space (OpenMP partitions its
-// threads only with nested parallelism on); tests run on the second.
-std::vector<space> two_instances() {
-#if defined(KOKKOS_ENABLE_OPENMP)
-  if constexpr (std::is_same_v<space, Kokkos::OpenMP>) omp_set_max_active_levels(2);
-#endif
-  auto const parts = Kokkos::Experimental::partition_space(space{}, 1, 1);
-  return {parts.begin(), parts.end()};
-}
 
 template <class T>
 constexpr double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;

@@ -7,6 +7,7 @@
 // and sequence 5 over dp = 3 or 4). Runs on 2 to 4 ranks (dp = the ranks,
 // and dp = 2 x tp = 2 on 4). The fused gather alone: every member's block
 // whole from each rank's rows, two gathers in flight at once.
+#include "kernel_recording.hpp"
 #include "mpi_test.hpp"
 #include "small_gpt.hpp"
 
@@ -18,6 +19,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -232,14 +234,22 @@ TEST_CASE("ZeRO-1 and 2 return updated values by one all-gather per bucket", "[p
   }
 }
 
-TEST_CASE("a fused gather completes every member's block from each rank's rows, uneven and empty parts included",
-          "[parallel][data_parallel]") {
+TEST_CASE(
+    "a fused gather completes every member's block from each rank's rows, uneven and empty parts included, "
+    "its copies on a side instance after the sources' writer",
+    "[parallel][data_parallel]") {
   auto const n = static_cast<std::size_t>(test::world_size());
   device_mesh mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n}});
   communicator const& group = mesh.group(axis_set::of(0));
   auto const me = static_cast<std::size_t>(group.rank());
   using flat = Kokkos::View<float*, host>;
   using gather = parallel::detail::fused_gather<float, host>;
+  using exec_type = gather::exec_type;
+  auto const instances = test::two_instances<exec_type>();
+  exec_type const& writer = instances[0];  // writes the sources, not fenced
+  exec_type const& side = instances[1];    // the gathers' copies
+  std::uint32_t const writer_id = Kokkos::Tools::Experimental::device_id(writer);
+  std::uint32_t const side_id = Kokkos::Tools::Experimental::device_id(side);
   // Rows and elements per row: 5 rows split unevenly, 1 row that only
   // rank 0 holds, 7 rows of one element.
   parallel::detail::dp_parts const parts({{5, 3}, {1, 4}, {7, 1}}, n);
@@ -248,22 +258,25 @@ TEST_CASE("a fused gather completes every member's block from each rank's rows, 
   std::vector<std::unique_ptr<gather>> gathers;
   std::vector<std::vector<flat>> targets(2);
   collective_count const before = mesh.counters()["all_gather"];
+  test::recording const recorded;
   for (std::size_t g = 0; g < 2; ++g) {
     std::vector<flat> sources;
     for (std::size_t m = 0; m < parts.members(); ++m) {
       auto const [begin, end] = parts.part(m, me);
       flat source("source", end - begin);
-      for (std::size_t i = begin; i < end; ++i) source(i - begin) = value(m, i) + static_cast<float>(g);
+      Kokkos::parallel_for("test::write_source",
+                           Kokkos::RangePolicy<exec_type, Kokkos::IndexType<std::size_t>>(writer, begin, end),
+                           [=](std::size_t i) { source(i - begin) = value(m, i) + static_cast<float>(g); });
       sources.push_back(source);
       targets[g].emplace_back("target", parts.elements(m));
       Kokkos::deep_copy(targets[g].back(), -1.0F);
     }
     gathers.push_back(std::make_unique<gather>(mesh, group, parts));
-    gathers.back()->start(sources, targets[g], {});
+    gathers.back()->start(sources, targets[g], side, writer);
     CHECK(gathers.back()->started());
   }
   for (std::size_t g = 0; g < 2; ++g) {
-    gathers[g]->finish({});
+    gathers[g]->finish(side);
     CHECK_FALSE(gathers[g]->started());
     for (std::size_t m = 0; m < parts.members(); ++m)
       for (std::size_t i = 0; i < parts.elements(m); ++i)
@@ -271,6 +284,32 @@ TEST_CASE("a fused gather completes every member's block from each rank's rows, 
   }
   CHECK(mesh.counters()["all_gather"].calls - before.calls == 2);
   CHECK(workspace_of<host>(mesh).leased_bytes() == 0);
+  // The writer fenced before each pack; every other fence of the gathers on the side instance.
+  std::size_t writer_fences = 0;
+  for (auto const& e : test::recorded_fences) {
+    if (e.name.rfind("shardmesh::fused_gather", 0) != 0) continue;
+    bool const sources = e.name == "shardmesh::fused_gather: its sources written";
+    INFO("fence " << e.name);
+    CHECK(e.device == (sources ? writer_id : side_id));
+    writer_fences += sources ? 1 : 0;
+  }
+  CHECK(writer_fences == 2);
+}
+
+TEST_CASE("ZeRO-1 to 3 with their gathers' copies on a side instance train as on one instance",
+          "[parallel][data_parallel]") {
+  auto const dp = static_cast<std::size_t>(test::world_size());
+  if (dp < 2) return;
+  auto const instances = test::two_instances<trainer_type::exec_type>();
+  for (zero_stage stage : {zero_stage::optimizer_state, zero_stage::gradients, zero_stage::parameters}) {
+    INFO("ZeRO-" << static_cast<int>(stage));
+    fixture one(dp, 1, 2), two(dp, 1, 2);
+    trainer_type alone(one.model, one.mesh, {.stage = stage}, instances[0]);
+    trainer_type beside(two.model, two.mesh, {.stage = stage}, instances[0]);
+    beside.communicate_on(instances[1]);
+    for (int step = 0; step < 3; ++step)
+      CHECK(alone.step(one.batch, instances[0]).loss == beside.step(two.batch, instances[0]).loss);
+  }
 }
 
 TEST_CASE("the memory ledger's peaks equal each ZeRO stage's formula, uneven shards included",

@@ -1,13 +1,19 @@
 #pragma once
 // Kokkos Tools callbacks that record every kernel (for and reduce) and
 // every fence with its device id while a `recording` lives: what tests of
-// execution-space instances check ("runs there, fences nothing else").
+// execution-space instances check ("runs there, fences nothing else"); and
+// two instances of an execution space to run them on.
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#if defined(KOKKOS_ENABLE_OPENMP)
+#include <omp.h>
+#endif
 
 namespace shardmesh::test {
 
@@ -56,5 +62,17 @@ class recording {
     tools::set_end_fence_callback(nullptr);
   }
 };
+
+// Two instances of Space. OpenMP partitions its threads only with nested
+// parallelism on (Kokkos 5.2's OpenMP gives every instance the same device
+// id); elsewhere (CUDA, HIP) instances are streams.
+template <class Space = Kokkos::DefaultExecutionSpace>
+std::vector<Space> two_instances() {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if constexpr (std::is_same_v<Space, Kokkos::OpenMP>) omp_set_max_active_levels(2);
+#endif
+  auto const parts = Kokkos::Experimental::partition_space(Space{}, 1, 1);
+  return {parts.begin(), parts.end()};
+}
 
 }  // namespace shardmesh::test

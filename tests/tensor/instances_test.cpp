@@ -18,10 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(KOKKOS_ENABLE_OPENMP)
-#include <omp.h>
-#endif
-
 using namespace shardmesh;
 
 namespace {
@@ -32,6 +28,7 @@ using test::host_matrix;
 using test::numbered;
 
 using test::recording;
+using test::two_instances;
 auto& kernels = test::recorded_kernels;
 auto& fences = test::recorded_fences;
 
@@ -56,17 +53,6 @@ struct fill_rows {
     for (std::size_t j = 0; j < local.extent(1); ++j) local(i, j) = static_cast<double>((first_row + i) * n + j);
   }
 };
-
-// Two instances of the default execution space. OpenMP partitions its
-// threads only with nested parallelism on; elsewhere (CUDA, HIP) instances
-// are streams.
-std::vector<space> two_instances() {
-#if defined(KOKKOS_ENABLE_OPENMP)
-  if constexpr (std::is_same_v<space, Kokkos::OpenMP>) omp_set_max_active_levels(2);
-#endif
-  auto const parts = Kokkos::Experimental::partition_space(space{}, 1, 1);
-  return {parts.begin(), parts.end()};
-}
 
 }  // namespace
 

@@ -25,7 +25,9 @@
 // them (train/detail/fused_gather.hpp), while the next bucket updates.
 // ZeRO-3 gathers each model stage's parameters by one all-gather just
 // before its forward and its backward, starts the next stage's gather
-// early, and frees them after. Every layout comes from state_sharding.hpp.
+// early, and frees them after. The gathers' copies run on a side instance
+// (runtime/side_instance.hpp; communicate_on() sets another). Every layout
+// comes from state_sharding.hpp.
 //
 // Pipelines: on a mesh with a "pp" axis, each rank passes the v chunks of
 // the model its stage holds (each on the stage's submesh, every axis but
@@ -50,6 +52,7 @@
 #include "shardmesh/nn/weight_gradients.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/runtime/progress.hpp"
+#include "shardmesh/runtime/side_instance.hpp"
 #include "shardmesh/strategy/layer_partition.hpp"
 #include "shardmesh/strategy/learning_rate.hpp"
 #include "shardmesh/strategy/pipeline_simulation.hpp"
@@ -155,7 +158,8 @@ class trainer {
         stage_mesh_(stage_mesh_of(mesh)),
         options_(options),
         pp_(mesh.shape().find("pp")),
-        dp_(stage_mesh_.shape().find("dp")) {
+        dp_(stage_mesh_.shape().find("dp")),
+        side_(side_instance(exec)) {
     if (std::string const problem = training_options_error(options); !problem.empty())
       throw invalid_option_error(problem);
     if (chunks_.empty()) throw invalid_option_error("training: no model chunk to train");
@@ -210,6 +214,10 @@ class trainer {
   [[nodiscard]] std::size_t stages() const { return pp_ == npos ? 1 : mesh_.shape()[pp_].extent; }
   [[nodiscard]] std::size_t stage() const { return pp_ == npos ? 0 : mesh_.coordinates()[pp_]; }
   [[nodiscard]] std::size_t bucket_count() const { return buckets_.size(); }
+  // The instance the parameter gathers pack and unpack on, beside the
+  // step's (runtime/side_instance.hpp: its own stream on a device, the
+  // constructor's instance on the host).
+  void communicate_on(exec_type const& side) { side_ = side; }
   // The parameters of each bucket, in the order the buckets start.
   [[nodiscard]] std::vector<std::vector<std::string>> bucket_members() const {
     std::vector<std::vector<std::string>> out;
@@ -423,7 +431,7 @@ class trainer {
       sources.push_back(m->stored_block());
       targets.push_back(m->gather_into());
     }
-    it->second.fused->start(sources, std::move(targets), exec_);
+    it->second.fused->start(sources, std::move(targets), side_, exec_);
   }
 
   // Stage s's parameters gathered, waiting for their gather if it is on its way.
@@ -431,7 +439,7 @@ class trainer {
     start_gather(s);
     auto const it = units_.find(s);
     if (it == units_.end() || it->second.gathered) return;
-    it->second.fused->finish(exec_);
+    it->second.fused->finish(side_);
     for (member* m : it->second.members) m->gathered_in();
     it->second.gathered = true;
   }
@@ -440,7 +448,7 @@ class trainer {
   void release(std::size_t s) {
     auto const it = units_.find(s);
     if (it == units_.end()) return;
-    if (it->second.fused->started()) it->second.fused->finish(exec_);
+    if (it->second.fused->started()) it->second.fused->finish(side_);
     for (member* m : it->second.members) m->release();
     it->second.gathered = false;
   }
@@ -468,11 +476,11 @@ class trainer {
         sources.push_back(Kokkos::subview(targets.back(), rows));
         members[i]->zero_grad();
       }
-      if (gathering != nullptr) gathering->finish(exec);
+      if (gathering != nullptr) gathering->finish(side_);
       gathering = update_gathers_[b].get();
-      gathering->start(sources, std::move(targets), exec);
+      gathering->start(sources, std::move(targets), side_, exec);
     }
-    if (gathering != nullptr) gathering->finish(exec);
+    if (gathering != nullptr) gathering->finish(side_);
   }
 
   // The schedule for m micro-batches, made and checked once per m.
@@ -631,6 +639,7 @@ class trainer {
   std::map<std::size_t, stage_unit> units_;              // ZeRO-3: per model stage
   trace_hook user_trace_;
   exec_type exec_;
+  exec_type side_;  // the gathers' copies
   pipeline_schedule schedule_;
   std::vector<std::vector<std::size_t>> chunk_stages_;  // per chunk, the model stages it holds parameters of
   std::vector<std::size_t> last_gradient_;              // per chunk, the index of its last B or W in this stage's list

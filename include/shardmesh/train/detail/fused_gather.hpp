@@ -10,6 +10,8 @@
 // and copies each rank's part of each member into the member's block. Both
 // buffers are leased from the mesh's workspace for the time in between (so
 // two gathers in flight hold two pairs, and none holds any between steps).
+// The copies run on the instance given (the trainer's side instance,
+// runtime/side_instance.hpp), after the sources' writer has finished.
 
 #include "shardmesh/comm/all_gather.hpp"
 #include "shardmesh/comm/communicator.hpp"
@@ -42,8 +44,10 @@ class fused_gather {
 
   // Starts gathering: sources[m] is this rank's part of member m (its rows,
   // flat), targets[m] where its whole block goes (flat; it may hold the
-  // source). Both stay alive until finish().
-  void start(std::vector<flat_view> const& sources, std::vector<flat_view> targets, exec_type const& exec) {
+  // source). Both stay alive until finish(). The sources are packed on
+  // `exec` once what `written_on` has queued (their writer) is done.
+  void start(std::vector<flat_view> const& sources, std::vector<flat_view> targets, exec_type const& exec,
+             exec_type const& written_on) {
     if (sources.size() != parts_.members() || targets.size() != parts_.members())
       throw std::logic_error("fused gather: a source and a target per member");
     std::vector<std::size_t> const& counts = parts_.counts();
@@ -52,6 +56,7 @@ class fused_gather {
     flat_view const all = lease_->template as<T>(counts[me_] + total);
     flat_view const send = Kokkos::subview(all, std::pair(std::size_t{0}, counts[me_]));
     recv_ = Kokkos::subview(all, std::pair(counts[me_], counts[me_] + total));
+    written_on.fence("shardmesh::fused_gather: its sources written");
     std::size_t at = 0;
     for (std::size_t m = 0; m < sources.size(); ++m) {
       auto const [begin, end] = parts_.part(m, me_);
@@ -70,7 +75,8 @@ class fused_gather {
     if (pending_) pending_->test();
   }
 
-  // Waits for the all-gather and fills every member's block.
+  // Waits for the all-gather and fills every member's block on `exec`,
+  // fenced: any instance may read the blocks after it.
   void finish(exec_type const& exec) {
     if (!pending_) throw std::logic_error("fused gather: finish() without start()");
     pending_->wait();
