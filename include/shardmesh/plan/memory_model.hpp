@@ -10,9 +10,10 @@
 //
 // Per category, the most held at once during a step:
 //   parameters       the stored values, and with ZeRO-3 the values of two
-//                    adjacent model stages gathered at once (the trainer
-//                    gathers a stage's parameters just before it runs and
-//                    prefetches the next)
+//                    model stages gathered at once (the trainer gathers a
+//                    stage's parameters just before it runs and prefetches
+//                    the next: the adjacent stage in a chunk, and at an
+//                    action's last stage the next action's first)
 //   gradients        the unreduced gradients of every parameter the rank
 //                    holds: they are all alive at the end of the last
 //                    backward when micro-batches accumulate or a pipeline
@@ -138,12 +139,15 @@ class memory_model {
     mesh_shape const mesh = stage_mesh(plan);
     std::vector<stage_description> const& stages = this->stages(plan);
     std::size_t compute = 0, stored = 0, reduced = 0, state = 0;
-    std::size_t gathered = 0;  // ZeRO-3: the most compute-layout elements of two adjacent stages
+    std::size_t gathered = 0;  // ZeRO-3: the most compute-layout elements of two stages gathered at once
     std::vector<std::size_t> chunk_total, chunk_largest;  // per chunk: compute-layout elements, of its largest stage
+    std::vector<std::vector<std::size_t>> units;          // per chunk: its stages with parameters
+    std::map<std::size_t, std::size_t> unit_elements;     // their compute-layout elements
     for (std::vector<std::size_t> const& chunk : held_stages(plan, stage)) {
       std::size_t previous = 0;
       chunk_total.push_back(0);
       chunk_largest.push_back(0);
+      units.emplace_back();
       for (std::size_t s : chunk) {
         std::size_t here = 0;
         for (parameter_spec const& p : stages[s].parameters) {
@@ -156,6 +160,10 @@ class memory_model {
           state += local_size(mesh, l.state, global, stage_rank);
         }
         compute += here;
+        if (!stages[s].parameters.empty()) {
+          units.back().push_back(s);
+          unit_elements[s] = here;
+        }
         gathered = std::max(gathered, previous + here);
         chunk_total.back() += here;
         chunk_largest.back() = std::max(chunk_largest.back(), here);
@@ -163,10 +171,34 @@ class memory_model {
       }
     }
     bool const zero3 = plan.zero == zero_stage::parameters;
+    if (zero3) gathered = std::max(gathered, across_actions(plan, stage, units, unit_elements));
     std::size_t const unreduced =
         zero3 && plan.dp > 1 ? unreduced_with_stage_buckets(plan, stage, chunk_total, chunk_largest) : compute;
     return {(stored + (zero3 ? gathered : 0)) * element_bytes, std::max(unreduced, reduced) * element_bytes,
             state_tensors * state * element_bytes};
+  }
+
+  // ZeRO-3: the most compute-layout elements gathered at an action's last
+  // unit, where the trainer prefetches the first unit of the next action
+  // that uses parameters (forward, B): the two units' elements, where they
+  // differ.
+  [[nodiscard]] std::size_t across_actions(training_plan const& plan, std::size_t stage,
+                                           std::vector<std::vector<std::size_t>> const& units,
+                                           std::map<std::size_t, std::size_t> const& elements) const {
+    auto const unit_at = [&](pipeline_action const& a, bool first) {
+      std::vector<std::size_t> const& held = units[a.chunk];
+      if (held.empty()) return npos;
+      return (a.op == pipeline_op::forward) == first ? held.front() : held.back();
+    };
+    std::size_t most = 0, last = npos;
+    for (pipeline_action const& a : schedule(plan).actions[stage]) {
+      if (a.op != pipeline_op::forward && a.op != pipeline_op::backward && a.op != pipeline_op::backward_input)
+        continue;
+      std::size_t const next = unit_at(a, true);
+      if (last != npos && next != npos && next != last) most = std::max(most, elements.at(last) + elements.at(next));
+      last = unit_at(a, false);
+    }
+    return most;
   }
 
   // The most unreduced gradient elements alive at once when each model

@@ -519,6 +519,12 @@ class trainer {
       std::size_t const vs = schedule_.virtual_stage(s, a.chunk);
       in_flight& f = at(a);
       double const began = seconds();
+      if (uses_parameters(a.op)) {
+        last_unit_ = unit_at(a, false);
+        next_unit_ = npos;
+        for (std::size_t j = k + 1; j < list.size() && next_unit_ == npos; ++j)
+          if (uses_parameters(list[j].op)) next_unit_ = unit_at(list[j], true);
+      }
       switch (a.op) {
         case pipeline_op::receive_activation: f.input = transfers.receive(a); break;
         case pipeline_op::receive_gradient: f.gradient_in = transfers.receive(a); break;
@@ -562,6 +568,7 @@ class trainer {
       if (options_.timeline && is_compute(a.op)) timeline_.push_back({a, began, seconds()});
       advance();
     }
+    last_unit_ = next_unit_ = npos;
     transfers.finish();
     transfers_ = nullptr;
     if (stages() == 1) return loss;
@@ -582,11 +589,25 @@ class trainer {
     return ops::detail::to_layout(x, chunk.boundary_layout(), exec);
   }
 
+  // ZeRO-3 prefetches: the next stage's unit in the pass's order and, at
+  // an action's last unit, the first unit of the next action that uses
+  // parameters (across chunks: another chunk's, or the other direction).
+  static bool uses_parameters(pipeline_op op) {
+    return op == pipeline_op::forward || op == pipeline_op::backward || op == pipeline_op::backward_input;
+  }
+  // The first (or last) unit action a passes through: its chunk's first or last stage with parameters, by direction.
+  [[nodiscard]] std::size_t unit_at(pipeline_action const& a, bool first) const {
+    std::vector<std::size_t> const& held = chunk_stages_[a.chunk];
+    if (held.empty()) return npos;
+    return (a.op == pipeline_op::forward) == first ? held.front() : held.back();
+  }
+
   void on_stage(stage_event const& e) {
     bool const forward_pass = e.phase == forward_phase;
     if (e.before) {
       finish_gather(e.stage);
       if (forward_pass || e.stage > 0) start_gather(forward_pass ? e.stage + 1 : e.stage - 1);
+      if (e.stage == last_unit_) start_gather(next_unit_);
     } else {
       release(e.stage);
     }
@@ -641,6 +662,7 @@ class trainer {
   exec_type exec_;
   exec_type side_;  // the gathers' copies
   pipeline_schedule schedule_;
+  std::size_t last_unit_ = npos, next_unit_ = npos;     // the running action's last unit, the next action's first
   std::vector<std::vector<std::size_t>> chunk_stages_;  // per chunk, the model stages it holds parameters of
   std::vector<std::size_t> last_gradient_;              // per chunk, the index of its last B or W in this stage's list
   bool gradients_complete_ = false;                     // in the backward that completes a chunk's gradients
