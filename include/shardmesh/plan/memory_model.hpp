@@ -185,18 +185,12 @@ class memory_model {
   [[nodiscard]] std::size_t across_actions(training_plan const& plan, std::size_t stage,
                                            std::vector<std::vector<std::size_t>> const& units,
                                            std::map<std::size_t, std::size_t> const& elements) const {
-    auto const unit_at = [&](pipeline_action const& a, bool first) {
-      std::vector<std::size_t> const& held = units[a.chunk];
-      if (held.empty()) return npos;
-      return (a.op == pipeline_op::forward) == first ? held.front() : held.back();
-    };
     std::size_t most = 0, last = npos;
     for (pipeline_action const& a : schedule(plan).actions[stage]) {
-      if (a.op != pipeline_op::forward && a.op != pipeline_op::backward && a.op != pipeline_op::backward_input)
-        continue;
-      std::size_t const next = unit_at(a, true);
+      if (!reads_parameters(a.op)) continue;
+      std::size_t const next = stage_reached(a.op, units[a.chunk], true);
       if (last != npos && next != npos && next != last) most = std::max(most, elements.at(last) + elements.at(next));
-      last = unit_at(a, false);
+      last = stage_reached(a.op, units[a.chunk], false);
     }
     return most;
   }

@@ -24,6 +24,7 @@
 //
 // Pure constexpr; no Kokkos or MPI.
 
+#include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/errors.hpp"
 
@@ -64,6 +65,18 @@ struct pipeline_action {
   std::size_t micro = 0, chunk = 0;
   friend constexpr bool operator==(pipeline_action const&, pipeline_action const&) = default;
 };
+
+// Whether the action runs the layers (and so reads their parameters): F, B and I; W reuses what B saved.
+[[nodiscard]] constexpr bool reads_parameters(pipeline_op op) {
+  return op == pipeline_op::forward || op == pipeline_op::backward || op == pipeline_op::backward_input;
+}
+
+// The first (or last) of a chunk's model stages `held` (ascending) an
+// action passes through, by its direction; npos when it holds none.
+[[nodiscard]] constexpr std::size_t stage_reached(pipeline_op op, std::vector<std::size_t> const& held, bool first) {
+  if (held.empty()) return npos;
+  return (op == pipeline_op::forward) == first ? held.front() : held.back();
+}
 
 // actions::forward(i, c), actions::backward(i, c), ...: the action of that
 // kind on micro-batch i, chunk c (0 by default). In their own namespace:

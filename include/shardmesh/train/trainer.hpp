@@ -519,11 +519,11 @@ class trainer {
       std::size_t const vs = schedule_.virtual_stage(s, a.chunk);
       in_flight& f = at(a);
       double const began = seconds();
-      if (uses_parameters(a.op)) {
-        last_unit_ = unit_at(a, false);
+      if (reads_parameters(a.op)) {
+        last_unit_ = stage_reached(a.op, chunk_stages_[a.chunk], false);
         next_unit_ = npos;
         for (std::size_t j = k + 1; j < list.size() && next_unit_ == npos; ++j)
-          if (uses_parameters(list[j].op)) next_unit_ = unit_at(list[j], true);
+          if (reads_parameters(list[j].op)) next_unit_ = stage_reached(list[j].op, chunk_stages_[list[j].chunk], true);
       }
       switch (a.op) {
         case pipeline_op::receive_activation: f.input = transfers.receive(a); break;
@@ -590,18 +590,8 @@ class trainer {
   }
 
   // ZeRO-3 prefetches: the next stage's unit in the pass's order and, at
-  // an action's last unit, the first unit of the next action that uses
+  // an action's last unit, the first unit of the next action that reads
   // parameters (across chunks: another chunk's, or the other direction).
-  static bool uses_parameters(pipeline_op op) {
-    return op == pipeline_op::forward || op == pipeline_op::backward || op == pipeline_op::backward_input;
-  }
-  // The first (or last) unit action a passes through: its chunk's first or last stage with parameters, by direction.
-  [[nodiscard]] std::size_t unit_at(pipeline_action const& a, bool first) const {
-    std::vector<std::size_t> const& held = chunk_stages_[a.chunk];
-    if (held.empty()) return npos;
-    return (a.op == pipeline_op::forward) == first ? held.front() : held.back();
-  }
-
   void on_stage(stage_event const& e) {
     bool const forward_pass = e.phase == forward_phase;
     if (e.before) {
