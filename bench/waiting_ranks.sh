@@ -8,7 +8,9 @@
 #
 #   bench/waiting_ranks.sh [ROUNDS]      (after building bench_training)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -z "${SHARDMESH_IN_TOOLCHAIN:-}" ]]; then exec "$here/../tools/toolchain" "$here/$(basename "$0")" "$@"; fi
+cd "$here/.."
 rounds=${1:-3}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHARDMESH_BENCH_ROUNDS=1
 results=$(mktemp)
