@@ -64,13 +64,13 @@ class gradient_bucket {
     std::vector<std::pair<std::size_t, std::size_t>> rows;
     for (member* m : members_) rows.emplace_back(m->rows(), m->row_elements());
     parts_ = dp_parts(std::move(rows), n_);
-    counts_ = parts_.counts();
     send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), parts_.total());
     if (kind_ == step_kind::reduce_scatter) {
-      recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), counts_[me_]);
+      recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
+                        parts_.counts()[me_]);
       if (n_ > 2)  // the ring's steps before its last receive here
         scratch_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
-                             *std::max_element(counts_.begin(), counts_.end()));
+                             *std::max_element(parts_.counts().begin(), parts_.counts().end()));
     }
     buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(T));
   }
@@ -102,10 +102,11 @@ class gradient_bucket {
     collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
     if (kind_ == step_kind::all_reduce)
       pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
-    else if (tuning.reduce_scatter<T, MemorySpace>(*group_, counts_, exec) == reduce_scatter_algorithm::ring)
-      ring_.emplace(*group_, send_, recv_, counts_, tag_, scratch_, exec);
+    else if (tuning.reduce_scatter<T, MemorySpace>(*group_, parts_.counts(), exec) == reduce_scatter_algorithm::ring)
+      ring_.emplace(*group_, send_, recv_, parts_.counts(), tag_, scratch_, exec);
     else
-      pending_.emplace(ireduce_scatter_v(*group_, send_, recv_, counts_, reduce_op::sum, completion::deferred, exec));
+      pending_.emplace(
+          ireduce_scatter_v(*group_, send_, recv_, parts_.counts(), reduce_op::sum, completion::deferred, exec));
   }
 
   // Advances the collective without blocking.
@@ -170,7 +171,6 @@ class gradient_bucket {
   std::size_t n_ = 1, me_ = 0;
   step_kind kind_ = step_kind::all_reduce;
   dp_parts parts_;
-  std::vector<std::size_t> counts_;  // elements each group rank receives (reduce-scatter)
   flat_view send_, recv_, scratch_;
   ledger_entry buffers_;
   std::optional<request> pending_;
