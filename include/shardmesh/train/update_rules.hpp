@@ -1,7 +1,9 @@
 #pragma once
 // The update rules shardmesh ships, written against update_rule.hpp as a
-// user's own rule is. Arithmetic in the parameter's type T, the
-// hyperparameters rounded to T once per update.
+// user's own rule is. Arithmetic in the parameter's type T; every constant
+// (the hyperparameters and whatever is derived from them, such as 1 - beta
+// and the bias corrections) computed in double and rounded to T once per
+// update, so that the constants agree with each other.
 
 #include "shardmesh/train/update_rule.hpp"
 
@@ -85,10 +87,12 @@ struct adamw {
 
   template <class T>
   struct step {
-    T lr, beta1, beta2, eps, decay, correction1, correction2;  // corrections: 1 / (1 - beta^t)
+    T lr, beta1, beta2, eps, decay;
+    T weight1, weight2;          // 1 - beta, in double first: T(1) - T(beta) is off by beta's rounding
+    T correction1, correction2;  // 1 / (1 - beta^t)
     KOKKOS_FUNCTION void operator()(T& p, T g, T* s) const {
-      s[0] = beta1 * s[0] + (T(1) - beta1) * g;
-      s[1] = beta2 * s[1] + (T(1) - beta2) * g * g;
+      s[0] = beta1 * s[0] + weight1 * g;
+      s[1] = beta2 * s[1] + weight2 * g * g;
       p -= lr * (decay * p + s[0] * correction1 / (Kokkos::sqrt(s[1] * correction2) + eps));
     }
   };
@@ -101,6 +105,8 @@ struct adamw {
             static_cast<T>(beta2),
             static_cast<T>(eps),
             static_cast<T>(weight_decay),
+            static_cast<T>(1 - beta1),
+            static_cast<T>(1 - beta2),
             static_cast<T>(1 / (1 - std::pow(beta1, n))),
             static_cast<T>(1 / (1 - std::pow(beta2, n)))};
   }
