@@ -90,7 +90,7 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   std::uint64_t predicted = 0;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     if (char const* c = collective_of(plan[i].kind)) ++calls[c];
-    predicted += received(shape, plan[i], global, me) * sizeof(T);
+    predicted += received(shape, plan[i], global, me) * wire_bytes<T>(plan[i].kind);
   }
   for (auto const& [name, count] : counters.all()) CHECK(calls[name] == count.calls);
   REQUIRE(counters.total().calls == std::accumulate(calls.begin(), calls.end(), std::uint64_t{0},
@@ -101,9 +101,10 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   REQUIRE(y.local().size() == local_size(shape, target, global, me));
   auto result = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, y.local());
   std::vector<T> mine(result.data(), result.data() + result.size());
-  if (!target.partial_axes.empty())
-    MPI_Allreduce(MPI_IN_PLACE, mine.data(), static_cast<int>(mine.size()), mpi_type<T>(), mpi_op(target.op),
-                  mesh.group(target.partial_axes).get());
+  if (!target.partial_axes.empty()) {
+    Kokkos::View<T*, Kokkos::HostSpace> reduced(mine.data(), mine.size());
+    all_reduce(mesh.group(target.partial_axes), reduced, target.op, Kokkos::DefaultHostExecutionSpace{});
+  }
   reference::simulated_tensor expected = reference::cut(shape, detail::without_partial(target), global, values);
   for (std::size_t i = 0; i < mine.size(); ++i) REQUIRE(mine[i] == static_cast<T>(expected.shards[me][i]));
 

@@ -1,5 +1,6 @@
-// Partial sum, max and min tensors of float, double and int, reduced by the
-// runtime's all-reduces and reduce-scatters, against the serial reference:
+// Partial sum, max and min tensors of float, double, int, bf16 and fp16
+// (small integers: exact in each), reduced by the runtime's all-reduces
+// and reduce-scatters, against the serial reference:
 // every pair from a partial layout on 1-D and 2-D meshes, every 16th on 2x2x2.
 #include "redistribution_check.hpp"
 
@@ -10,7 +11,7 @@
 
 using namespace shardmesh;
 
-TEMPLATE_TEST_CASE("partial layouts reduce exactly", "[tensor][reduction]", float, double, int) {
+TEMPLATE_TEST_CASE("partial layouts reduce exactly", "[tensor][reduction]", float, double, int, bf16, fp16) {
   std::size_t const ranks = static_cast<std::size_t>(test::world_size());
   std::size_t checked = 0;
   for (mesh_shape const& shape : test::meshes_of(ranks)) {

@@ -10,6 +10,7 @@
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/algebra/validation.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -86,6 +87,27 @@ namespace detail {
   std::vector<std::size_t> total(mesh.size(), 0);
   for (std::size_t i = 0; i < plan.size(); ++i)
     for (std::size_t r = 0; r < mesh.size(); ++r) total[r] += received(mesh, plan[i], global, r);
+  return total;
+}
+
+// Bytes per element of T that a step of this kind moves: sizeof(T), except
+// that reductions of 16-bit floats move them widened to float
+// (comm/reduced_precision.hpp).
+template <class T>
+[[nodiscard]] constexpr std::size_t wire_bytes(step_kind kind) {
+  bool const reduces = kind == step_kind::all_reduce || kind == step_kind::reduce_scatter;
+  return float16_element<T> && reduces ? sizeof(float) : sizeof(T);
+}
+
+// Bytes each rank receives over the whole plan, for elements of T: what the
+// runtime's counters record.
+template <class T>
+[[nodiscard]] constexpr std::vector<std::size_t> received_bytes(mesh_shape const& mesh, redistribution_plan const& plan,
+                                                                tensor_index const& global) {
+  std::vector<std::size_t> total(mesh.size(), 0);
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    for (std::size_t r = 0; r < mesh.size(); ++r)
+      total[r] += received(mesh, plan[i], global, r) * wire_bytes<T>(plan[i].kind);
   return total;
 }
 

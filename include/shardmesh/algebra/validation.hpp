@@ -105,7 +105,18 @@ concept complex_number =
     } && (std::is_same_v<typename T::value_type, float> || std::is_same_v<typename T::value_type, double>) &&
     sizeof(T) == 2 * sizeof(typename T::value_type);
 
-// A short name of an element type for messages: f32, f64, i32, c64, ...
+// A 16-bit floating-point element (bf16, fp16): the compiler's __bf16 and
+// _Float16, or a two-byte class that converts to and from float as Kokkos's
+// half_t and bhalf_t do on device builds (recognised by shape, so that this
+// pure header names no library). MPI has no such type: collectives move
+// their bits and reduce them widened to float (comm/reduced_precision.hpp).
+template <class T>
+concept float16_element = !std::is_integral_v<T> && sizeof(T) == 2 && requires(T const x, float const f) {
+  static_cast<float>(x);
+  static_cast<T>(f);
+};
+
+// A short name of an element type for messages: f32, f64, i32, c64, bf16, ...
 template <class T>
 [[nodiscard]] constexpr std::string_view element_name() {
   if constexpr (std::is_same_v<T, float>)
@@ -120,6 +131,12 @@ template <class T>
     return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
   else if constexpr (complex_number<T>)
     return sizeof(T) == 8 ? "c64" : "c128";
+  else if constexpr (std::is_same_v<T, __bf16>)
+    return "bf16";
+  else if constexpr (std::is_same_v<T, _Float16>)
+    return "f16";
+  else if constexpr (float16_element<T>)
+    return "16-bit float";
   else
     return "T";
 }
@@ -127,12 +144,13 @@ template <class T>
 template <class T>
 inline constexpr bool is_complex_v = complex_number<T>;
 
-// sum and prod need arithmetic (bool excluded: its sum overflows) or complex
-// elements; max and min need an order, so arithmetic elements only, bool
-// excluded too (MPI defines no max or min on MPI_CXX_BOOL).
+// sum and prod need arithmetic (bool excluded: its sum overflows), 16-bit
+// float or complex elements; max and min need an order, so arithmetic and
+// 16-bit float elements only, bool excluded too (MPI defines no max or min
+// on MPI_CXX_BOOL).
 template <class T>
 [[nodiscard]] constexpr bool reduce_op_fits(reduce_op op) {
-  bool const arithmetic = std::is_arithmetic_v<T>;
+  bool const arithmetic = std::is_arithmetic_v<T> || float16_element<T>;
   switch (op) {
     case reduce_op::sum:
     case reduce_op::prod: return (arithmetic && !std::is_same_v<T, bool>) || is_complex_v<T>;

@@ -12,18 +12,23 @@
 
 namespace shardmesh {
 
-// Element types shardmesh moves: arithmetic types and complex numbers of
-// float or double (std::complex, Kokkos::complex: complex_number).
+// Element types shardmesh moves: arithmetic types, 16-bit floats (bf16,
+// fp16: float16_element) and complex numbers of float or double
+// (std::complex, Kokkos::complex: complex_number).
 template <class T>
-inline constexpr bool has_mpi_type_v = std::is_arithmetic_v<T> || complex_number<T>;
+inline constexpr bool has_mpi_type_v = std::is_arithmetic_v<T> || float16_element<T> || complex_number<T>;
 
-// Precondition: has_mpi_type_v<T>.
+// The datatype MPI moves T as. Precondition: has_mpi_type_v<T>. A 16-bit
+// float moves as its bits (MPI_UINT16_T), which only moves may use:
+// reductions take mpi_reduction_type.
 template <class T>
 MPI_Datatype mpi_type() {
   static_assert(has_mpi_type_v<T>,
                 "shardmesh: no MPI datatype for this element type; supported are bool, char, the integer types, "
-                "float, double, long double, and std::complex or Kokkos::complex of float or double");
-  if constexpr (std::is_same_v<T, float>)
+                "float, double, long double, bf16 and fp16, and std::complex or Kokkos::complex of float or double");
+  if constexpr (float16_element<T>)
+    return MPI_UINT16_T;
+  else if constexpr (std::is_same_v<T, float>)
     return MPI_FLOAT;
   else if constexpr (std::is_same_v<T, double>)
     return MPI_DOUBLE;
@@ -54,6 +59,16 @@ MPI_Datatype mpi_type() {
     else
       return MPI_UINT64_T;
   }
+}
+
+// The datatype MPI reduces T as: mpi_type, except that MPI has no 16-bit
+// float, and summing their bits as integers would be silently wrong.
+template <class T>
+MPI_Datatype mpi_reduction_type() {
+  static_assert(!float16_element<T>,
+                "shardmesh: MPI cannot reduce 16-bit floats; the collectives reduce them widened to float "
+                "(comm/reduced_precision.hpp)");
+  return mpi_type<T>();
 }
 
 inline MPI_Op mpi_op(reduce_op op) {

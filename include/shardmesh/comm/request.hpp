@@ -57,6 +57,19 @@ class request {
   request& operator=(request const&) = delete;
   ~request() { wait(); }
 
+  // This request, with `next` run after what it already does on completion.
+  [[nodiscard]] request then(std::function<void()> next) && {
+    if (count_ == 0) {  // already complete
+      next();
+      return std::move(*this);
+    }
+    on_complete_ = [first = std::move(on_complete_), next = std::move(next)] {
+      if (first) first();
+      next();
+    };
+    return std::move(*this);
+  }
+
   // Completes the operation if it has finished; never blocks.
   bool test() {
     if (count_ == 0) return true;

@@ -49,6 +49,10 @@ void add_into(execution_space_of<Space> const& exec, Kokkos::View<T*, Space> con
 
 template <class T, class Space>
 class ring_reduce_scatter {
+  static_assert(
+      !float16_element<T>,
+      "ring_reduce_scatter sums hop by hop in T: reduce 16-bit floats widened to float (reduced_precision.hpp)");
+
  public:
   using view = Kokkos::View<T*, Space>;
 

@@ -267,8 +267,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   mesh_shape const& mesh = x.mesh().shape();
   bound_layout const target = bind(mesh, to);
   auto const plan = x.mesh().plan(x.bound(), target);
-  transition_bytes out{received(mesh, *plan, x.global_extents()), 0, plan->size()};
-  for (std::size_t& b : out.received) b *= sizeof(T);
+  transition_bytes out{received_bytes<T>(mesh, *plan, x.global_extents()), 0, plan->size()};
   out.lower_bound = transition_lower_bound(mesh, detail::normalized(mesh, x.bound()), detail::normalized(mesh, target),
                                            x.global_extents()) *
                     sizeof(T);

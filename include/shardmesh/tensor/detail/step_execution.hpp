@@ -43,9 +43,11 @@ KOKKOS_FUNCTION T reduction_identity(reduce_op op) {
     case reduce_op::sum: return T(0);
     case reduce_op::prod: return T(1);
     case reduce_op::max:
+      if constexpr (float16_element<T>) return static_cast<T>(-Kokkos::Experimental::infinity_v<float>);
       if constexpr (std::is_arithmetic_v<T>) return Kokkos::reduction_identity<T>::max();
       break;
     case reduce_op::min:
+      if constexpr (float16_element<T>) return static_cast<T>(Kokkos::Experimental::infinity_v<float>);
       if constexpr (std::is_arithmetic_v<T>) return Kokkos::reduction_identity<T>::min();
       break;
   }
