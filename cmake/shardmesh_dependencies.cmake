@@ -1,6 +1,7 @@
 # shardmesh's dependencies: Kokkos >= 4.5 (unless the including project
 # already builds Kokkos in-tree), MPI for C++, a BLAS (local products on
-# host memory; Debian's OpenBLAS) and, for checkpoints (shardmesh::io, unless
+# host memory; Debian's OpenBLAS), optionally oneDNN (bf16 local products on
+# host memory, where found: SHARDMESH_USES_ONEDNN; Debian's libdnnl-dev) and, for checkpoints (shardmesh::io, unless
 # SHARDMESH_ENABLE_IO is off), HDF5 built with MPI. Used by the build, by tools/host-probe and,
 # through cmake/shardmeshConfig.cmake.in, by the installed package.
 if(NOT TARGET Kokkos::kokkos)
@@ -8,6 +9,15 @@ if(NOT TARGET Kokkos::kokkos)
 endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(BLAS REQUIRED)
+if(NOT DEFINED SHARDMESH_USES_ONEDNN)  # the installed package says how it was built
+  set(SHARDMESH_USES_ONEDNN OFF)
+  if(SHARDMESH_ENABLE_ONEDNN)
+    find_package(dnnl CONFIG QUIET)
+    set(SHARDMESH_USES_ONEDNN ${dnnl_FOUND})
+  endif()
+elseif(SHARDMESH_USES_ONEDNN)
+  find_package(dnnl CONFIG REQUIRED)
+endif()
 if(SHARDMESH_ENABLE_IO)
   set(HDF5_PREFER_PARALLEL TRUE)
   find_package(HDF5 REQUIRED COMPONENTS C)

@@ -1,8 +1,9 @@
-// ops::local_gemm's two backends, the Kokkos kernel and the host BLAS,
-// against each other and against a plain loop in double: float and double,
-// every transpose combination, batch ranks 0 to 2 with broadcast operands,
-// odd and zero extents, beta 0 over NaN, beta 1 accumulating, and strides
-// BLAS cannot take (the BLAS backend falls back to the Kokkos kernel).
+// ops::local_gemm's backends, the Kokkos kernel, the host BLAS and (for
+// bf16 and fp16 operands, C in their type or in float) the reduced-precision
+// one, against each other and against a plain loop in double: every
+// transpose combination, batch ranks 0 to 2 with broadcast operands, odd and
+// zero extents, beta 0 over NaN, beta 1 accumulating, and strides BLAS
+// cannot take (the BLAS backend falls back to the Kokkos kernel).
 //
 // Tolerance. An element of C is a k-term dot product scaled by alpha and
 // added to beta * C: in precision u = eps / 2 its rounding error is at most
@@ -11,7 +12,9 @@
 // kernel does not). The double reference obeys the same bound in double, so
 // for double a backend and the reference may differ by (k + 2) eps * bound;
 // for float the reference's share is negligible. The check allows
-// 2 (k + 2) eps * bound: a wrong index or a missed term is off by O(bound).
+// 2 (k + 2) eps * bound, eps that of the type the sums run in (float for
+// 16-bit operands), plus one rounding of the result to C's type (eps of
+// bf16 or fp16 times |C|): a wrong index or a missed term is off by O(bound).
 // Elements outside C (padding, a guard past the end) must keep their bits.
 #include "mpi_test.hpp"
 
@@ -71,14 +74,31 @@ gemm_strides strides_for(gemm_shape const& s, std::size_t rows, std::size_t cols
   return st;
 }
 
-template <class T>
+using shardmesh::accumulation_t;
+using shardmesh::bf16;
+using shardmesh::fp16;
+
+// Operands of T, C of Out.
+template <class T, class Out = T>
 struct problem {
   gemm_shape shape;
-  T alpha = T(1), beta = T(0);
+  accumulation_t<T> alpha = 1, beta = 0;
   gemm_strides sa, sb, sc;
-  std::vector<T> a, b, c;  // c: before the product
+  std::vector<T> a, b;
+  std::vector<Out> c;  // before the product
   std::string name;
 };
+
+// The spacing of T's values at 1 (C++20 gives no numeric_limits for 16-bit floats).
+template <class T>
+double epsilon() {
+  if constexpr (std::is_same_v<T, bf16>)
+    return 0x1p-7;
+  else if constexpr (std::is_same_v<T, fp16>)
+    return 0x1p-10;
+  else
+    return std::numeric_limits<T>::epsilon();
+}
 
 std::string describe(storage const& how, std::size_t batch_rank) {
   std::string text = how.transposed ? "col-major" : "row-major";
@@ -88,10 +108,10 @@ std::string describe(storage const& how, std::size_t batch_rank) {
   return text;
 }
 
-template <class T>
-problem<T> make_problem(gemm_shape const& s, storage const& how_a, storage const& how_b, storage const& how_c, T alpha,
-                        T beta, std::mt19937& rng) {
-  problem<T> p;
+template <class T, class Out = T>
+problem<T, Out> make_problem(gemm_shape const& s, storage const& how_a, storage const& how_b, storage const& how_c,
+                             accumulation_t<T> alpha, accumulation_t<T> beta, std::mt19937& rng) {
+  problem<T, Out> p;
   p.shape = s;
   p.alpha = alpha;
   p.beta = beta;
@@ -99,17 +119,17 @@ problem<T> make_problem(gemm_shape const& s, storage const& how_a, storage const
   p.sa = strides_for(s, s.m, s.k, how_a, size_a);
   p.sb = strides_for(s, s.k, s.n, how_b, size_b);
   p.sc = strides_for(s, s.m, s.n, how_c, size_c);
-  auto const draw = [&rng]() -> T {
-    if constexpr (std::is_floating_point_v<T>)
-      return static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(rng));
+  auto const draw = [&rng]<class U>(U) -> U {
+    if constexpr (std::is_integral_v<U>)
+      return static_cast<U>(std::uniform_int_distribution<int>(-3, 3)(rng));
     else
-      return static_cast<T>(std::uniform_int_distribution<int>(-3, 3)(rng));
+      return static_cast<U>(std::uniform_real_distribution<float>(-1, 1)(rng));
   };
-  for (std::size_t i = 0; i < size_a; ++i) p.a.push_back(draw());
-  for (std::size_t i = 0; i < size_b; ++i) p.b.push_back(draw());
+  for (std::size_t i = 0; i < size_a; ++i) p.a.push_back(draw(T{}));
+  for (std::size_t i = 0; i < size_b; ++i) p.b.push_back(draw(T{}));
   // With beta 0, C must not be read: fill it with NaN (a sentinel for integers).
-  T const unread = std::is_floating_point_v<T> ? std::numeric_limits<T>::quiet_NaN() : T(12345);
-  for (std::size_t i = 0; i < size_c; ++i) p.c.push_back(beta == T(0) ? unread : draw());
+  Out const unread = std::is_integral_v<Out> ? Out(12345) : static_cast<Out>(std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t i = 0; i < size_c; ++i) p.c.push_back(beta == 0 ? unread : draw(Out{}));
   p.name = "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " batch=[";
   for (std::size_t d = 0; d < s.batch_rank; ++d) p.name += (d ? "," : "") + std::to_string(s.batch[d]);
   p.name += "] A:" + describe(how_a, s.batch_rank) + " B:" + describe(how_b, s.batch_rank) +
@@ -125,8 +145,8 @@ struct expectation {
   std::vector<bool> in_c;
 };
 
-template <class T>
-expectation reference(problem<T> const& p) {
+template <class T, class Out>
+expectation reference(problem<T, Out> const& p) {
   gemm_shape const& s = p.shape;
   expectation e{std::vector<double>(p.c.size()), std::vector<double>(p.c.size()), std::vector<bool>(p.c.size())};
   std::size_t count = 1;
@@ -163,15 +183,17 @@ expectation reference(problem<T> const& p) {
 }
 
 // "" when `got` meets the expectation, else what the first bad element is.
-template <class T>
-std::string mismatch(expectation const& e, problem<T> const& p, std::vector<T> const& got) {
-  double const eps = std::numeric_limits<T>::epsilon();
+template <class T, class Out>
+std::string mismatch(expectation const& e, problem<T, Out> const& p, std::vector<Out> const& got) {
+  double const eps = epsilon<accumulation_t<T>>();
+  double const rounding = std::is_same_v<Out, accumulation_t<T>> ? 0.0 : epsilon<Out>();
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (!e.in_c[i]) {
-      if (std::memcmp(&got[i], &p.c[i], sizeof(T)) != 0) return "element " + std::to_string(i) + " outside C changed";
+      if (std::memcmp(&got[i], &p.c[i], sizeof(Out)) != 0) return "element " + std::to_string(i) + " outside C changed";
       continue;
     }
-    double const tolerance = 2 * static_cast<double>(p.shape.k + 2) * eps * e.bound[i];
+    double const tolerance =
+        2 * static_cast<double>(p.shape.k + 2) * eps * e.bound[i] + rounding * std::abs(e.value[i]);
     auto const value = static_cast<double>(got[i]);
     if (!(std::abs(value - e.value[i]) <= tolerance))
       return "element " + std::to_string(i) + ": " + std::to_string(value) + ", expected " +
@@ -196,10 +218,10 @@ enum class backend { kokkos, blas, dispatch };
 
 // C after the product by one backend: BLAS on host memory, the Kokkos kernel
 // and the dispatch on the default execution space and its memory.
-template <class T>
-std::vector<T> run(problem<T> const& p, backend which) {
-  std::vector<T> c = p.c;
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+template <class T, class Out>
+std::vector<Out> run(problem<T, Out> const& p, backend which) {
+  std::vector<Out> c = p.c;
+  if constexpr (gemm_backend<host_space, T, Out>::uses_host_blas) {
     if (which == backend::blas) {
       local_gemm_blas(host_space{}, p.shape, p.alpha, p.a.data(), p.sa, p.b.data(), p.sb, p.beta, c.data(), p.sc);
       return c;  // returns when done
@@ -214,20 +236,20 @@ std::vector<T> run(problem<T> const& p, backend which) {
   else
     local_gemm(exec, p.shape, p.alpha, a.data(), p.sa, b.data(), p.sb, p.beta, dc.data(), p.sc);
   exec.fence();
-  Kokkos::deep_copy(host_view<T>(c.data(), c.size()), dc);
+  Kokkos::deep_copy(host_view<Out>(c.data(), c.size()), dc);
   return c;
 }
 
 // Every backend against the reference, and the Kokkos kernel against BLAS.
-template <class T>
-void check_backends(problem<T> const& p) {
+template <class T, class Out>
+void check_backends(problem<T, Out> const& p) {
   INFO(p.name);
   expectation const e = reference(p);
-  std::vector<T> const kokkos = run(p, backend::kokkos);
+  std::vector<Out> const kokkos = run(p, backend::kokkos);
   CHECK(mismatch(e, p, kokkos) == "");
   CHECK(mismatch(e, p, run(p, backend::dispatch)) == "");
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    std::vector<T> const blas = run(p, backend::blas);
+  if constexpr (gemm_backend<host_space, T, Out>::uses_host_blas) {
+    std::vector<Out> const blas = run(p, backend::blas);
     CHECK(mismatch(e, p, blas) == "");
     expectation against_blas = e;
     for (std::size_t i = 0; i < blas.size(); ++i)
@@ -247,11 +269,11 @@ gemm_shape shape_of(std::size_t m, std::size_t n, std::size_t k, std::vector<std
 }
 
 // beta 0 (C unread, alpha 1) and beta 1 (accumulating, alpha -1.25).
-template <class T>
+template <class T, class Out = T>
 void check_both_betas(gemm_shape const& s, storage const& how_a, storage const& how_b, storage const& how_c,
                       std::mt19937& rng) {
-  check_backends(make_problem<T>(s, how_a, how_b, how_c, T(1), T(0), rng));
-  check_backends(make_problem<T>(s, how_a, how_b, how_c, T(-1.25), T(1), rng));
+  check_backends(make_problem<T, Out>(s, how_a, how_b, how_c, 1, 0, rng));
+  check_backends(make_problem<T, Out>(s, how_a, how_b, how_c, accumulation_t<T>(-1.25), 1, rng));
 }
 
 }  // namespace
@@ -307,12 +329,12 @@ TEMPLATE_TEST_CASE("local_gemm: strides BLAS cannot take run the Kokkos kernel",
   for (auto const& [how_a, how_b, how_c] :
        {std::tuple{strided, storage{}, storage{}}, std::tuple{storage{}, strided_columns, storage{}},
         std::tuple{storage{}, storage{}, strided}, std::tuple{strided_columns, strided, strided_columns}}) {
-    auto const p = make_problem<TestType>(s, how_a, how_b, how_c, TestType(1), TestType(1), rng);
+    auto const p = make_problem<TestType>(s, how_a, how_b, how_c, 1, 1, rng);
     INFO(p.name);
     CHECK_FALSE(detail::plan_blas(p.shape, p.sa, p.sb, p.sc).has_value());
     check_both_betas<TestType>(s, how_a, how_b, how_c, rng);
   }
-  auto const dense = make_problem<TestType>(s, {}, {true}, {}, TestType(1), TestType(0), rng);
+  auto const dense = make_problem<TestType>(s, {}, {true}, {}, 1, 0, rng);
   CHECK(detail::plan_blas(dense.shape, dense.sa, dense.sb, dense.sc).has_value());
 }
 
@@ -324,6 +346,35 @@ TEST_CASE("local_gemm: BLAS for float and double on host memory, the Kokkos kern
   std::mt19937 rng(17);
   check_both_betas<int>(shape_of(17, 3, 33, {2}), {true}, {}, {}, rng);
   check_both_betas<int>(shape_of(5, 7, 3), {false, true, {}}, {}, {true}, rng);
+}
+
+// 16-bit operands: C in their type and in float, every shape kind above.
+template <class T, class Out>
+void check_reduced_precision() {
+  std::mt19937 rng(19);
+  std::size_t const sizes[] = {1, 17, 33};
+  for (bool const ta : {false, true})
+    for (bool const tb : {false, true})
+      for (std::size_t const m : sizes)
+        for (std::size_t const k : sizes) check_both_betas<T, Out>(shape_of(m, 3, k), {ta}, {tb}, {}, rng);
+  for (bool const tc : {false, true}) {
+    check_both_betas<T, Out>(shape_of(5, 17, 33, {2, 3}), {false, false, {true, false}}, {true, false, {false, true}},
+                             {tc}, rng);
+    check_both_betas<T, Out>(shape_of(17, 3, 5, {3}), {}, {false, false, {true}}, {tc}, rng);
+  }
+  for (gemm_shape const& s : {shape_of(0, 3, 5), shape_of(3, 5, 0), shape_of(3, 5, 0, {2}), shape_of(3, 5, 7, {0})})
+    check_both_betas<T, Out>(s, {}, {}, {}, rng);
+  check_both_betas<T, Out>(shape_of(3, 17, 33, {2}), {false, true, {}}, {true, true, {}}, {false, true, {}}, rng);
+}
+
+TEST_CASE("local_gemm: bf16 and fp16 operands, C in their type or in float, sums in float", "[ops][gemm]") {
+  STATIC_CHECK(gemm_backend<host_space, bf16>::uses_reduced);
+  STATIC_CHECK(gemm_backend<host_space, fp16, float>::uses_reduced);
+  STATIC_CHECK_FALSE(gemm_backend<host_space, float>::uses_reduced);
+  check_reduced_precision<bf16, bf16>();
+  check_reduced_precision<bf16, float>();
+  check_reduced_precision<fp16, fp16>();
+  check_reduced_precision<fp16, float>();
 }
 
 TEST_CASE("local_gemm: one BLAS thread per rank unless told otherwise", "[ops][gemm]") {

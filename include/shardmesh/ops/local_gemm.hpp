@@ -1,11 +1,18 @@
 #pragma once
 // The local (per-rank) strided batched matrix product under sharded compute:
 //   C(batch, m, n) = alpha * sum_k A(batch, m, k) * B(batch, k, n) + beta * C(batch, m, n)
-// on one execution-space instance. Two backends behind one call:
+// on one execution-space instance. A and B hold T (double, float, or a
+// 16-bit float: bf16, fp16); C holds T or accumulation_t<T> (float for
+// 16-bit operands, say gradients kept in float); every sum runs in
+// accumulation_t<T>, and alpha and beta are of that type. Backends behind one call:
 //  - local_gemm_blas: the host BLAS (sgemm_/dgemm_), one call per batch
 //    entry. It fences `exec` first (earlier kernels on it must be complete)
 //    and returns when C is written. It needs one unit stride per matrix;
 //    otherwise it runs the Kokkos kernel and fences.
+//  - local_gemm_reduced (16-bit operands on host memory): oneDNN's matmul
+//    where the build has oneDNN and it has a kernel for T on this CPU (bf16
+//    on AVX512_BF16 or AMX), else the operands widened to float around the
+//    BLAS (detail/widened_gemm.hpp). Fences first, returns when done.
 //  - local_gemm_kokkos: a portable Kokkos kernel, asynchronous on `exec`.
 // local_gemm picks one through gemm_backend (below).
 //
@@ -17,8 +24,14 @@
 // read first (so it may hold NaN); nothing outside C is written. Zero
 // extents are fine: k == 0 gives beta * C (zeros when beta == 0).
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/blas.hpp"
+#include "shardmesh/ops/detail/widened_gemm.hpp"
+#include "shardmesh/ops/gemm_shape.hpp"
+#if SHARDMESH_HAS_ONEDNN
+#include "shardmesh/ops/detail/onednn_gemm.hpp"
+#endif
 
 #include <Kokkos_Core.hpp>
 
@@ -31,60 +44,7 @@
 
 namespace shardmesh::ops {
 
-inline constexpr std::size_t max_batch_dims = 4;
-
-// C(batch, m, n) = alpha * sum_k A(batch, m, k) * B(batch, k, n) + beta * C(batch, m, n)
-struct gemm_shape {
-  std::size_t batch_rank = 0;
-  std::array<std::size_t, max_batch_dims> batch{};  // extents of the batch dimensions
-  std::size_t m = 0, n = 0, k = 0;
-};
-
-// Strides in elements. A: (row, col) = (m, k); B: (k, n); C: (m, n). A batch stride of 0 broadcasts the operand.
-struct gemm_strides {
-  std::array<std::ptrdiff_t, max_batch_dims> batch{};
-  std::ptrdiff_t row = 0, col = 0;
-};
-
 namespace detail {
-
-// The offsets of one batch entry in A, B and C, from its flattened index
-// (the last batch dimension fastest). Plain arrays, so kernels can copy it.
-struct batch_walk {
-  int rank = 0;
-  std::int64_t extent[max_batch_dims] = {};
-  std::int64_t a[max_batch_dims] = {}, b[max_batch_dims] = {}, c[max_batch_dims] = {};
-
-  KOKKOS_FUNCTION void offsets(std::int64_t flat, std::int64_t& oa, std::int64_t& ob, std::int64_t& oc) const {
-    oa = ob = oc = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      std::int64_t const i = flat % extent[d];
-      flat /= extent[d];
-      oa += i * a[d];
-      ob += i * b[d];
-      oc += i * c[d];
-    }
-  }
-};
-
-// The walk and the number of batch entries; throws on a batch rank over the limit.
-inline batch_walk make_batch_walk(gemm_shape const& s, gemm_strides const& sa, gemm_strides const& sb,
-                                  gemm_strides const& sc, std::int64_t& count) {
-  if (s.batch_rank > max_batch_dims)
-    throw error("local_gemm: batch rank " + std::to_string(s.batch_rank) + " exceeds max_batch_dims (" +
-                std::to_string(max_batch_dims) + ")");
-  batch_walk w;
-  w.rank = static_cast<int>(s.batch_rank);
-  count = 1;
-  for (std::size_t d = 0; d < s.batch_rank; ++d) {
-    w.extent[d] = static_cast<std::int64_t>(s.batch[d]);
-    w.a[d] = sa.batch[d];
-    w.b[d] = sb.batch[d];
-    w.c[d] = sc.batch[d];
-    count *= w.extent[d];
-  }
-  return w;
-}
 
 // How BLAS computes one batch entry. Column-major BLAS writes either C
 // (C column-major) or C^T = B^T A^T (C row-major: the usual swap); `first`
@@ -115,12 +75,18 @@ inline std::optional<blas_plan> plan_blas(gemm_shape const& s, gemm_strides cons
 
 }  // namespace detail
 
-// The Kokkos backend: one thread per element of C, a plain loop over k.
-// Asynchronous on `exec`.
-template <class T, class ExecSpace>
-  requires Kokkos::is_execution_space_v<ExecSpace>
-void local_gemm_kokkos(ExecSpace const& exec, gemm_shape const& s, T alpha, T const* a, gemm_strides const& sa,
-                       T const* b, gemm_strides const& sb, T beta, T* c, gemm_strides const& sc) {
+// C's element type for operands of T: T itself, or the accumulation type.
+template <class Out, class T>
+concept product_output = std::is_same_v<Out, T> || std::is_same_v<Out, accumulation_t<T>>;
+
+// The Kokkos backend: one thread per element of C, a plain loop over k in
+// accumulation_t<T>. Asynchronous on `exec`.
+template <class T, class Out, class ExecSpace>
+  requires Kokkos::is_execution_space_v<ExecSpace> && product_output<Out, T>
+void local_gemm_kokkos(ExecSpace const& exec, gemm_shape const& s, accumulation_t<T> alpha, T const* a,
+                       gemm_strides const& sa, T const* b, gemm_strides const& sb, accumulation_t<T> beta, Out* c,
+                       gemm_strides const& sc) {
+  using A = accumulation_t<T>;
   std::int64_t count = 0;
   detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
   auto const m = static_cast<std::int64_t>(s.m);
@@ -136,14 +102,14 @@ void local_gemm_kokkos(ExecSpace const& exec, gemm_shape const& s, T alpha, T co
       KOKKOS_LAMBDA(std::int64_t e, std::int64_t i, std::int64_t j) {
         std::int64_t oa = 0, ob = 0, oc = 0;
         walk.offsets(e, oa, ob, oc);
-        T sum = T(0);
-        if (alpha != T(0)) {  // as BLAS: alpha == 0 reads neither A nor B
+        A sum = A(0);
+        if (alpha != A(0)) {  // as BLAS: alpha == 0 reads neither A nor B
           T const* row = a + oa + i * ar;
           T const* col = b + ob + j * bc;
-          for (std::int64_t l = 0; l < k; ++l) sum += row[l * ac] * col[l * br];
+          for (std::int64_t l = 0; l < k; ++l) sum += static_cast<A>(row[l * ac]) * static_cast<A>(col[l * br]);
         }
-        T& out = c[oc + i * cr + j * cc];
-        out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
+        Out& out = c[oc + i * cr + j * cc];
+        out = static_cast<Out>(beta == A(0) ? alpha * sum : alpha * sum + beta * static_cast<A>(out));
       });
 }
 
@@ -178,9 +144,30 @@ void local_gemm_blas(ExecSpace const& exec, gemm_shape const& s, T alpha, T cons
   }
 }
 
+// The backend for 16-bit operands on host-accessible memory: oneDNN where
+// it multiplies T here, else widened to float around the BLAS. Fences
+// `exec`, then returns when done.
+template <class T, class Out, class ExecSpace>
+  requires Kokkos::is_execution_space_v<ExecSpace> && float16_element<T> && product_output<Out, T>
+void local_gemm_reduced(ExecSpace const& exec, gemm_shape const& s, float alpha, T const* a, gemm_strides const& sa,
+                        T const* b, gemm_strides const& sb, float beta, Out* c, gemm_strides const& sc) {
+  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
+                "local_gemm_reduced: the execution space's memory is not accessible from the host");
+  std::int64_t count = 0;
+  detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
+  exec.fence("shardmesh::ops::local_gemm_reduced: wait for the inputs");
+  if (count == 0 || s.m == 0 || s.n == 0) return;
+#if SHARDMESH_HAS_ONEDNN
+  if (detail::onednn_gemm(s, walk, count, alpha, a, sa, b, sb, beta, c, sc)) return;
+#endif
+  detail::set_blas_threads_once();
+  detail::widened_gemm(s, walk, count, alpha, a, sa, b, sb, beta, c, sc);
+}
+
 // Which backend local_gemm uses for T on ExecSpace. The primary template
 // takes BLAS when ExecSpace's memory is host-accessible and T is float or
-// double, and the Kokkos kernel otherwise. A CUDA or HIP build routes its
+// double, local_gemm_reduced when it is host-accessible and T is a 16-bit
+// float, and the Kokkos kernel otherwise. A CUDA or HIP build routes its
 // device products to the vendor BLAS by specialising it for its space, e.g.
 //   template <class T>
 //   struct shardmesh::ops::gemm_backend<Kokkos::Cuda, T> {
@@ -195,28 +182,34 @@ void local_gemm_blas(ExecSpace const& exec, gemm_shape const& s, T alpha, T cons
 // local_gemm_kokkos. HIP: hipblasSetStream, exec.hip_stream() and
 // hipblas{S,D}gemmStridedBatched. The specialisation must be visible
 // wherever local_gemm is instantiated for that space.
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Out = T>
 struct gemm_backend {
+  static constexpr bool host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
   static constexpr bool uses_host_blas =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible &&
-      (std::is_same_v<T, float> || std::is_same_v<T, double>);
+      host && (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<Out, T>;
+  static constexpr bool uses_reduced = host && float16_element<T>;
 
-  static void run(ExecSpace const& exec, gemm_shape const& s, T alpha, T const* a, gemm_strides const& sa, T const* b,
-                  gemm_strides const& sb, T beta, T* c, gemm_strides const& sc) {
+  static void run(ExecSpace const& exec, gemm_shape const& s, accumulation_t<T> alpha, T const* a,
+                  gemm_strides const& sa, T const* b, gemm_strides const& sb, accumulation_t<T> beta, Out* c,
+                  gemm_strides const& sc) {
     if constexpr (uses_host_blas)
       local_gemm_blas(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+    else if constexpr (uses_reduced)
+      local_gemm_reduced(exec, s, alpha, a, sa, b, sb, beta, c, sc);
     else
       local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
   }
 };
 
 // C(batch, m, n) = alpha * sum_k A(batch, m, k) * B(batch, k, n) + beta * C(batch, m, n),
-// by the backend gemm_backend<ExecSpace, T> picks (see the top of this file).
-template <class T, class ExecSpace>
-  requires Kokkos::is_execution_space_v<ExecSpace>
-void local_gemm(ExecSpace const& exec, gemm_shape const& s, T alpha, T const* a, gemm_strides const& sa, T const* b,
-                gemm_strides const& sb, T beta, T* c, gemm_strides const& sc) {
-  gemm_backend<ExecSpace, T>::run(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+// by the backend gemm_backend<ExecSpace, T, Out> picks (see the top of this file).
+template <class T, class Out, class ExecSpace>
+  requires Kokkos::is_execution_space_v<ExecSpace> && product_output<Out, T>
+void local_gemm(ExecSpace const& exec, gemm_shape const& s, std::type_identity_t<accumulation_t<T>> alpha, T const* a,
+                gemm_strides const& sa, T const* b, gemm_strides const& sb,
+                std::type_identity_t<accumulation_t<T>> beta, Out* c, gemm_strides const& sc) {
+  gemm_backend<ExecSpace, T, Out>::run(exec, s, alpha, a, sa, b, sb, beta, c, sc);
 }
 
 }  // namespace shardmesh::ops
