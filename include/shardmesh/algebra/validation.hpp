@@ -10,6 +10,7 @@
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/static_string.hpp"
+#include "shardmesh/detail/float16.hpp"
 
 #include <complex>
 #include <concepts>
@@ -105,11 +106,12 @@ concept complex_number =
     } && (std::is_same_v<typename T::value_type, float> || std::is_same_v<typename T::value_type, double>) &&
     sizeof(T) == 2 * sizeof(typename T::value_type);
 
-// A 16-bit floating-point element (bf16, fp16): the compiler's __bf16 and
-// _Float16, or a two-byte class that converts to and from float as Kokkos's
-// half_t and bhalf_t do on device builds (recognised by shape, so that this
-// pure header names no library). MPI has no such type: collectives move
-// their bits and reduce them widened to float (comm/reduced_precision.hpp).
+// A 16-bit floating-point element (bf16, fp16): a two-byte class that
+// converts to and from float, as detail/float16.hpp's host types and
+// Kokkos's half_t and bhalf_t on device builds do (recognised by shape, so
+// that this pure header names no library), or the compiler's __bf16 and
+// _Float16. MPI has no such type: collectives move their bits and reduce
+// them widened to float (comm/reduced_precision.hpp).
 template <class T>
 concept float16_element = !std::is_integral_v<T> && sizeof(T) == 2 && requires(T const x, float const f) {
   static_cast<float>(x);
@@ -131,9 +133,9 @@ template <class T>
     return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
   else if constexpr (complex_number<T>)
     return sizeof(T) == 8 ? "c64" : "c128";
-  else if constexpr (std::is_same_v<T, __bf16>)
+  else if constexpr (std::is_same_v<T, detail::host_bf16> || std::is_same_v<T, __bf16>)
     return "bf16";
-  else if constexpr (std::is_same_v<T, _Float16>)
+  else if constexpr (std::is_same_v<T, detail::host_fp16> || std::is_same_v<T, _Float16>)
     return "f16";
   else if constexpr (float16_element<T>)
     return "16-bit float";

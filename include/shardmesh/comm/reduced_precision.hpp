@@ -4,10 +4,10 @@
 //
 // bf16 and fp16 are Kokkos's bhalf_t and half_t where the build has them
 // (CUDA, HIP and SYCL builds); a host-only Kokkos aliases both to float, so
-// there they are the compiler's __bf16 and _Float16 (GCC 13, Clang 17 and
-// later), two bytes each, converted to and from float with round to
-// nearest even. Either way, shardmesh computes with them in float:
-// accumulation_t<T> is the type every sum over elements of T runs in.
+// there they are detail/float16.hpp's storage types, two bytes each,
+// converted to and from float with round to nearest even. Either way,
+// shardmesh computes with them in float: accumulation_t<T> is the type
+// every sum over elements of T runs in.
 //
 // MPI has no 16-bit float. Moves (gathers, all-to-alls, sends) carry their
 // bits as MPI_UINT16_T; a reduction of a 16-bit buffer widens it to float
@@ -19,6 +19,7 @@
 #include "shardmesh/algebra/validation.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/staging.hpp"
+#include "shardmesh/detail/float16.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -29,12 +30,12 @@
 namespace shardmesh {
 
 #if KOKKOS_BHALF_T_IS_FLOAT
-using bf16 = __bf16;
+using bf16 = detail::host_bf16;
 #else
 using bf16 = Kokkos::Experimental::bhalf_t;
 #endif
 #if KOKKOS_HALF_T_IS_FLOAT
-using fp16 = _Float16;
+using fp16 = detail::host_fp16;
 #else
 using fp16 = Kokkos::Experimental::half_t;
 #endif
