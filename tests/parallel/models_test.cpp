@@ -17,6 +17,7 @@
 // MLP of 10 over 3 or 4, key/value heads fewer than tp (held whole) or
 // split with tp. Tolerances: gpt_test.cpp's for one step (the same float
 // sums through 2 blocks), training_reference.hpp's for training.
+#include "model_training.hpp"
 #include "mpi_test.hpp"
 #include "reference_models.hpp"
 #include "residual_mlp.hpp"
@@ -132,75 +133,7 @@ constexpr std::size_t layers = 4;
 // warmup_cosine(2, 4, 0.2): 1/2 and 2/2 while warming up, then 0.2 + 0.8 (1 + cos(pi/2)) / 2 = 0.6.
 reference_schedule const factors{{0.5, 1.0, 0.6}, false};
 parallel::adamw const method{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-4, .weight_decay = 0.1};
-
-// The parameters this rank's stage holds after three steps of a Model of `config`, and every step's loss and
-// norm; batch_of(step) gives a step's `samples` sequences.
-template <class Model>
-history train(setup const& su, typename Model::config_type const& config, values const& start, std::size_t samples,
-              std::function<batch(std::size_t)> const& batch_of) {
-  using trainer_type = parallel::trainer<Model>;
-  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
-  device_mesh const stage = mesh.submesh({"dp", "tp"});
-  std::size_t const s = mesh.coordinates()[1];
-  auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
-  std::deque<Model> chunks;  // trainers keep pointers to them
-  std::vector<Model*> pointers;
-  for (std::size_t k = 0; k < su.chunks; ++k) {
-    chunks.emplace_back(stage, config, [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
-    pointers.push_back(&chunks.back());
-  }
-  trainer_type train(pointers, mesh,
-                     {.stage = su.stage,
-                      .method = method,
-                      .lr_schedule = parallel::warmup_cosine(2, 4, 0.2),
-                      .clip_norm = clip,
-                      .bucket_bytes = 512,
-                      .schedule = su.schedule});
-  auto const accounting = parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp);
-  history h;
-  for (std::size_t step = 0; step < steps; ++step) {
-    batch const b = batch_of(step);
-    std::vector<typename trainer_type::micro_batch> micro;
-    for (std::size_t a = 0; a < su.micro_batches; ++a) {
-      interval const part = accounting.micro_step(a);
-      layout const& l = chunks.front().layouts().ids;
-      micro.push_back(
-          {rows(stage, l, b.tokens, part, config.sequence), rows(stage, l, b.targets, part, config.sequence)});
-    }
-    auto const r = train.step(micro);
-    h.losses.push_back(r.loss);
-    h.norms.push_back(r.grad_norm);
-  }
-  for (Model& chunk : chunks)
-    chunk.for_each_parameter([&](std::string const& name, auto& p) {
-      auto const g = gather(p.stored());
-      h.parameters[name].assign(g.data(), g.data() + g.size());
-    });
-  return h;
-}
-
-// The training runs of the world's ranks: pp 1 with every ZeRO stage, pp 2 with every schedule (each with
-// another ZeRO stage), tp 1 and 2 where the ranks divide; 2 micro-batches.
-std::vector<setup> setups_of_world() {
-  auto const n = static_cast<std::size_t>(test::world_size());
-  std::vector<setup> out;
-  constexpr std::array stages{zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients,
-                              zero_stage::parameters};
-  for (std::size_t pp : {1, 2})
-    for (std::size_t tp : {1, 2}) {
-      if (n % (pp * tp) != 0) continue;
-      std::size_t const dp = n / (pp * tp);
-      if (pp == 1) {
-        for (zero_stage stage : stages) out.push_back({dp, 1, tp, schedule_kind::one_f_one_b, 1, stage, 2, {}});
-        continue;
-      }
-      std::size_t k = 0;
-      for (schedule_kind kind :
-           {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
-        out.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2, {}});
-    }
-  return out;
-}
+run_options const options{.steps = steps, .method = method, .lr_schedule = parallel::warmup_cosine(2, 4, 0.2)};
 
 // Serial AdamW on loss_and_gradients(p, step), on world rank 0, sent to every rank.
 history reference(values const& start, std::set<std::string> const& decayed, step_gradients const& loss_and_gradients) {
@@ -249,7 +182,7 @@ TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule e
                                             lr::gradients(c, p, b.tokens, b.targets)};
                          }));
     INFO(describe(setups[i]) << ", " << kv << " key/value heads");
-    history const h = train<model>(setups[i], config_of(c), start, c.B, batch_of);
+    history const h = train<model>(setups[i], config_of(c), start, c.B, batch_of, options);
     require_close(h, restricted(references.at(kv), h), tolerance);
   }
 }
@@ -270,7 +203,7 @@ TEST_CASE("a model written only in the tests trains through the trainer and pipe
   });
   for (setup const& s : setups_of_world()) {
     INFO(describe(s));
-    history const h = train<test::residual::model<float, host>>(s, config, start, c.B, batch_of);
+    history const h = train<test::residual::model<float, host>>(s, config, start, c.B, batch_of, options);
     require_close(h, restricted(want, h), tolerance);
   }
 }

@@ -72,7 +72,7 @@ class decoder {
   using config_type = typename Architecture::config;
 
   struct forward_result {
-    T loss;
+    accumulation_t<T> loss;
     activation logits;  // [b, t, v], sharded on the vocabulary
   };
 
@@ -136,7 +136,7 @@ class decoder {
   // previous part's output) to the loss and logits (a part with the head)
   // or its output.
   struct chunk_output {
-    std::optional<T> loss;
+    std::optional<accumulation_t<T>> loss;
     activation y;  // the logits, or the output
   };
   chunk_output forward_chunk(ids_tensor const* ids, activation x, ids_tensor const* targets, double count,
@@ -158,7 +158,7 @@ class decoder {
     if (part_.head) {
       std::size_t const last = config_.layers + 1;
       activation const dlogits = staged(last + 1, backward_phase, [&] {
-        activation g = ops::cross_entropy_backward(*loss_, T(1), exec);
+        activation g = ops::cross_entropy_backward(*loss_, 1, exec);
         loss_.reset();
         return g;
       });

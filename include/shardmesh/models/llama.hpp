@@ -47,7 +47,7 @@ struct llama_architecture {
   template <class T, class MemorySpace>
   static layer_norm<T, 3, MemorySpace> make_norm(declared_parameters<T, MemorySpace> const& declared, config const& c,
                                                  std::string const& name) {
-    return {declared.template take<1>(name + "_g"), static_cast<T>(c.eps)};
+    return {declared.template take<1>(name + "_g"), static_cast<accumulation_t<T>>(c.eps)};
   }
 
   // Rotary, grouped-query attention from its declared parameters, named prefix + "wq" etc.

@@ -45,7 +45,7 @@ class attention {
   attention(projection q, projection k, projection v, output o, double rotary_base = 0)
       : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), o_(std::move(o)), rotary_base_(rotary_base) {
     std::size_t const d = q_.w().value().global_extents()[2];
-    scale_ = static_cast<T>(1 / std::sqrt(static_cast<double>(d)));
+    scale_ = static_cast<accumulation_t<T>>(1 / std::sqrt(static_cast<double>(d)));
   }
 
   // visit(name, parameter): prefix + "wq", "wk", "wv", "wo".
@@ -116,7 +116,7 @@ class attention {
   projection q_, k_, v_;
   output o_;
   double rotary_base_ = 0;
-  T scale_ = T(1);
+  accumulation_t<T> scale_ = 1;
   heads query_, key_, value_;
   dynamic_dtensor<T, 4, MemorySpace> probabilities_;
 };

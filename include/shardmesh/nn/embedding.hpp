@@ -82,7 +82,10 @@ class embedding {
     Kokkos::parallel_for(
         "shardmesh::embedding_positions",
         Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {xv.extent(0), xv.extent(1)}),
-        KOKKOS_LAMBDA(std::size_t b, std::size_t i) { xv(b, i, 0) += pv(i); });
+        KOKKOS_LAMBDA(std::size_t b, std::size_t i) {
+          using A = accumulation_t<T>;
+          xv(b, i, 0) = static_cast<T>(static_cast<A>(xv(b, i, 0)) + static_cast<A>(pv(i)));
+        });
   }
 
   template <class Visit>
@@ -112,8 +115,9 @@ class embedding {
       if (positions_) wpe_.accumulate(ops::sum(dx, 0, exec), exec);
       auto const local_ids = ops::to_layout(ids, rows, exec);
       auto const g = ops::to_layout(dx, plan.b, exec);
-      auto grad = ops::make_result<T, 2, MemorySpace>(dx.mesh(), plan.c, shape);
-      ops::local::fill(exec, ops::local::flat(grad.local()), T(0));
+      using G = typename table::grad_type;  // scattered in the gradient's type: no sum in bf16
+      auto grad = ops::make_result<G, 2, MemorySpace>(dx.mesh(), plan.c, shape);
+      ops::local::fill(exec, ops::local::flat(grad.local()), G(0));
       ops::local::embedding_backward(exec, ops::local::flat(local_ids.local()), ops::rows_of(g.local()), first,
                                      grad.local());
       wte_.accumulate(std::move(grad), exec);

@@ -26,10 +26,10 @@ class layer_norm {
   using exec_type = execution_space_of<MemorySpace>;
 
   layer_norm() = default;
-  layer_norm(vector gamma, vector beta, T eps)
+  layer_norm(vector gamma, vector beta, accumulation_t<T> eps)
       : gamma_(std::move(gamma)), beta_(std::move(beta)), eps_(eps), centred_(true) {}
   // An RMS norm.
-  layer_norm(vector gamma, T eps) : gamma_(std::move(gamma)), eps_(eps), centred_(false) {}
+  layer_norm(vector gamma, accumulation_t<T> eps) : gamma_(std::move(gamma)), eps_(eps), centred_(false) {}
 
   [[nodiscard]] vector& gamma() { return gamma_; }
   [[nodiscard]] vector& beta() { return beta_; }
@@ -75,7 +75,7 @@ class layer_norm {
   }
 
   vector gamma_, beta_;
-  T eps_ = T(1e-5);
+  accumulation_t<T> eps_ = 1e-5F;
   bool centred_ = true;
   std::optional<ops::layer_norm_saved<T, Rank, MemorySpace>> saved_;
 };

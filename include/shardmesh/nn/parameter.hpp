@@ -10,6 +10,11 @@
 // (train/detail/fused_gather.hpp) into the shards gather_into() makes. Gradients accumulate in the
 // accumulation layout (the compute layout unless the training step asks
 // for it partial on "dp", so that nothing reduces before the last micro-step).
+//
+// Precision: the value is of T; gradients accumulate, and the optimizer's
+// state lives, in accumulation_t<T> (float for bf16 and fp16 parameters,
+// whose optimizer keeps a float master copy of the value beside its state:
+// master()).
 
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/ops/detail/result_pool.hpp"
@@ -26,6 +31,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -35,6 +41,9 @@ template <class T, std::size_t Rank, class MemorySpace>
 class parameter {
  public:
   using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
+  using grad_type = accumulation_t<T>;
+  using grad_tensor = dynamic_dtensor<grad_type, Rank, MemorySpace>;
+  static constexpr bool has_master = !std::is_same_v<T, grad_type>;
   using extents_type = typename tensor::extents_type;
   using exec_type = execution_space_of<MemorySpace>;
 
@@ -123,7 +132,7 @@ class parameter {
 
   // The gradient summed over every accumulate() since zero_grad(); empty before.
   [[nodiscard]] bool has_grad() const { return has_grad_; }
-  [[nodiscard]] tensor const& grad() const { return grad_; }
+  [[nodiscard]] grad_tensor const& grad() const { return grad_; }
 
   // Adds g (moved to the accumulation layout: the reduction a
   // sequence-parallel gradient needs happens here). The first gradient
@@ -131,8 +140,12 @@ class parameter {
   // may still hold g.
   void accumulate(tensor const& g, exec_type const& exec) {
     tensor moved = ops::to_layout(g, accumulate_, exec);
-    if (!has_grad_ && moved.local().data() == g.local().data()) moved = copy_of(moved, exec);
-    add(std::move(moved), exec);
+    if constexpr (has_master) {
+      add_converted(moved, exec);
+    } else {
+      if (!has_grad_ && moved.local().data() == g.local().data()) moved = copy_of(moved, exec);
+      add(std::move(moved), exec);
+    }
   }
   // Adds g, which the caller gives up: the first gradient after zero_grad()
   // takes g's shard without a copy when no move was needed (so a copy of g
@@ -140,16 +153,28 @@ class parameter {
   void accumulate(tensor&& g, exec_type const& exec) {
     tensor moved = ops::to_layout(g, accumulate_, exec);
     g = {};
+    if constexpr (has_master)
+      add_converted(moved, exec);
+    else
+      add(std::move(moved), exec);
+  }
+  // Adds g, already in the gradient's type (a bf16 parameter's gradient
+  // summed in float, as an embedding's scattered rows are).
+  void accumulate(grad_tensor&& g, exec_type const& exec)
+    requires has_master
+  {
+    grad_tensor moved = ops::to_layout(g, accumulate_, exec);
+    g = {};
     add(std::move(moved), exec);
   }
   // Replaces the gradient by g (the same gradient in another layout: the
   // step's reduction).
-  void replace_grad(tensor g) {
+  void replace_grad(grad_tensor g) {
     ops::detail::take_result(g);  // the parameter's memory, no longer the result pool's
     // The same memory (a reduction that had nothing to move) is recorded once, not twice for a moment.
     bool const same = has_grad_ && g.local().data() == grad_.local().data();
     grad_ = std::move(g);
-    if (!same) grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(T));
+    if (!same) grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(grad_type));
     has_grad_ = true;
   }
   void zero_grad() {
@@ -160,19 +185,33 @@ class parameter {
 
   // The optimizer's state tensor i (Adam's m and v, a momentum), zero on
   // first use, in layout l (the state layout).
-  [[nodiscard]] tensor& optimizer_state(std::size_t i, bound_layout const& l) {
+  [[nodiscard]] grad_tensor& optimizer_state(std::size_t i, bound_layout const& l) {
     if (state_.size() <= i) state_.resize(i + 1);
     auto& [s, entry, made] = state_[i];
     if (!made) {
       made = true;
-      s = tensor::adopt(
-          mesh(), unbind(mesh().shape(), l), global_extents(),
-          shardmesh::detail::allocate<typename tensor::view_type>(
-              name_ + " optimizer state", local_extents(mesh().shape(), l, global_extents(), mesh().rank())));
-      Kokkos::deep_copy(s.local(), T(0));
-      entry = mesh().track(memory_category::optimizer_state, s.local().size() * sizeof(T));
+      s = new_state(l, " optimizer state");
+      Kokkos::deep_copy(s.local(), grad_type(0));
+      entry = mesh().track(memory_category::optimizer_state, s.local().size() * sizeof(grad_type));
     }
     return s;
+  }
+
+  // A bf16 or fp16 parameter's float master copy of its value, in layout l
+  // (the state layout), counted with the optimizer's state; made from the
+  // stored value on first use. The optimizer updates it and rounds the
+  // value from it.
+  [[nodiscard]] grad_tensor& master(bound_layout const& l, exec_type const& exec = {})
+    requires has_master
+  {
+    if (!master_made_) {
+      master_made_ = true;
+      tensor const value = ops::to_layout(stored(), l, exec);
+      master_ = new_state(l, " master");
+      ops::local::convert(exec, ops::local::flat(value.local()), ops::local::flat(master_.local()));
+      master_entry_ = mesh().track(memory_category::optimizer_state, master_.local().size() * sizeof(grad_type));
+    }
+    return master_;
   }
 
  private:
@@ -186,13 +225,33 @@ class parameter {
     return tensor::adopt(x.mesh(), x.layout(), x.global_extents(), v);
   }
 
+  // A new state tensor in layout l, uninitialised.
+  grad_tensor new_state(bound_layout const& l, char const* what) const {
+    return grad_tensor::adopt(mesh(), unbind(mesh().shape(), l), global_extents(),
+                              shardmesh::detail::allocate<typename grad_tensor::view_type>(
+                                  name_ + what, local_extents(mesh().shape(), l, global_extents(), mesh().rank())));
+  }
+
   // Adds g, in the accumulation layout and held by nothing else.
-  void add(tensor g, exec_type const& exec) {
+  void add(grad_tensor g, exec_type const& exec) {
     if (!has_grad_) {
-      replace_grad(tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), g.local()));
+      replace_grad(grad_tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), g.local()));
     } else {  // in place: grad_ is this parameter's alone
-      ops::local::axpy(exec, T(1), ops::local::flat(g.local()), ops::local::flat(grad_.local()));
+      ops::local::axpy(exec, 1, ops::local::flat(g.local()), ops::local::flat(grad_.local()));
     }
+  }
+
+  // Adds g, of T, in the accumulation layout, to the gradient of grad_type: the first one converted.
+  void add_converted(tensor const& g, exec_type const& exec) {
+    if (has_grad_) {
+      ops::local::axpy(exec, 1, ops::local::flat(g.local()), ops::local::flat(grad_.local()));
+      return;
+    }
+    tensor_index e{};
+    for (std::size_t d = 0; d < Rank; ++d) e[d] = g.local().extent(d);
+    auto v = shardmesh::detail::allocate<typename grad_tensor::view_type>("shardmesh::parameter gradient", e);
+    ops::local::convert(exec, ops::local::flat(g.local()), ops::local::flat(v));
+    replace_grad(grad_tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), v));
   }
 
   std::string name_;
@@ -200,14 +259,16 @@ class parameter {
   tensor value_;   // the compute-layout value (while gathered, when stored sharded)
   tensor stored_;  // the sharded value (ZeRO-3), else empty
   bound_layout compute_, accumulate_;
-  tensor grad_;
+  grad_tensor grad_;
   struct state_slot {
-    tensor value;
+    grad_tensor value;
     ledger_entry entry;
     bool made = false;
   };
   std::vector<state_slot> state_;
-  ledger_entry stored_entry_, gathered_entry_, grad_entry_;
+  grad_tensor master_;
+  bool master_made_ = false;
+  ledger_entry stored_entry_, gathered_entry_, grad_entry_, master_entry_;
   bool has_grad_ = false;
   bool sharded_ = false, gathered_ = true;
 };

@@ -25,14 +25,17 @@
 
 namespace shardmesh::ops {
 
+// The loss, the sums and the scale in accumulation_t<T> (float for bf16 and fp16 logits).
 template <class T, std::size_t Rank, class MemorySpace>
 struct cross_entropy_result {
-  T loss;
+  using accumulation = accumulation_t<T>;
+  accumulation loss;
   // For backward: the logits as used, each row's max and sum of exponentials, the targets.
   dynamic_dtensor<T, Rank, MemorySpace> logits;
-  dynamic_dtensor<T, Rank - 1, MemorySpace> max, sum_exp;
+  dynamic_dtensor<T, Rank - 1, MemorySpace> max;
+  dynamic_dtensor<accumulation, Rank - 1, MemorySpace> sum_exp;
   dynamic_dtensor<int, Rank - 1, MemorySpace> targets;
-  T scale;  // 1 / count
+  accumulation scale;  // 1 / count
 };
 
 namespace detail {
@@ -74,15 +77,16 @@ template <class T, std::size_t Rank, class MemorySpace>
   bound_layout partial_rows = partial_max.bound();
   partial_rows.op = reduce_op::sum;
   tensor_index const row_extents = partial_max.global_extents();
-  auto sum_exp = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
-  auto picked = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
+  using A = accumulation_t<T>;
+  auto sum_exp = detail::make_like<A, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
+  auto picked = detail::make_like<A, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
   auto const t = detail::to_layout(targets, rows, exec);
   local::cross_entropy_parts(exec, detail::rows_of(x.local()), local::flat(max.local()), local::flat(t.local()),
                              detail::class_offset(x), local::flat(sum_exp.local()), local::flat(picked.local()));
   auto const s = detail::to_layout(sum_exp, rows, exec);
   auto const p = detail::to_layout(picked, rows, exec);
   // Each row's loss, log(sum) + max - picked, summed over every row.
-  auto const loss_rows = detail::make_like<T, Rank - 1, MemorySpace>(x.mesh(), rows, row_extents);
+  auto const loss_rows = detail::make_like<A, Rank - 1, MemorySpace>(x.mesh(), rows, row_extents);
   auto const lv = local::flat(loss_rows.local());
   auto const sv = local::flat(s.local());
   auto const mv = local::flat(max.local());
@@ -90,7 +94,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const tv = local::flat(t.local());
   Kokkos::parallel_for(
       "shardmesh::cross_entropy_rows", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
-      KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? T(0) : Kokkos::log(sv(i)) + mv(i) - pv(i); });
+      KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? A(0) : Kokkos::log(sv(i)) + static_cast<A>(mv(i)) - pv(i); });
   // The loss summed over every row and the rows that count, in one all-reduce.
   Kokkos::View<double*, Kokkos::HostSpace> sums("shardmesh::cross_entropy", 2);
   Kokkos::parallel_reduce(
@@ -102,14 +106,14 @@ template <class T, std::size_t Rank, class MemorySpace>
   axis_set const axes = sharding_axes(loss_rows.bound());
   if (!axes.empty()) all_reduce(x.mesh().group(axes), sums, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
   double const averaged = count > 0 ? count : sums(1);
-  T const scale = static_cast<T>(averaged > 0 ? 1.0 / averaged : 0.0);
-  return {static_cast<T>(sums(0)) * scale, x, max, s, t, scale};
+  A const scale = static_cast<A>(averaged > 0 ? 1.0 / averaged : 0.0);
+  return {static_cast<A>(sums(0)) * scale, x, max, s, t, scale};
 }
 
 // d(loss)/d(logits), in the layout the forward used, times dloss.
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] dynamic_dtensor<T, Rank, MemorySpace> cross_entropy_backward(
-    cross_entropy_result<T, Rank, MemorySpace> const& f, T dloss = T(1),
+    cross_entropy_result<T, Rank, MemorySpace> const& f, accumulation_t<T> dloss = 1,
     execution_space_of<MemorySpace> const& exec = {}) {
   require_held("cross_entropy_backward", f.logits, f.max, f.sum_exp, f.targets);
   auto const& x = f.logits;

@@ -197,7 +197,7 @@ dynamic_dtensor<T, RC, MemorySpace> deliver(dynamic_dtensor<T, RC, MemorySpace> 
                                             execution_space_of<MemorySpace> const& exec) {
   auto out = to_layout(c, plan.out, exec);
   if (add_to != nullptr) {
-    local::axpy(exec, T(1), local::flat(out.local()), local::flat(add_to->local()));
+    local::axpy(exec, 1, local::flat(out.local()), local::flat(add_to->local()));
     return *add_to;
   }
   if (requested == nullptr) return out;
@@ -207,7 +207,7 @@ dynamic_dtensor<T, RC, MemorySpace> deliver(dynamic_dtensor<T, RC, MemorySpace> 
 
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
 dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
-    dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b, T alpha,
+    dynamic_dtensor<T, RA, MemorySpace> const& a, dynamic_dtensor<T, RB, MemorySpace> const& b, accumulation_t<T> alpha,
     layout const* requested, execution_space_of<MemorySpace> const& exec,
     dynamic_dtensor<T, result_rank<Spec>(), MemorySpace>* add_to = nullptr) {
   constexpr contraction k = parse_contraction(Spec.view());
@@ -263,8 +263,7 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
   gemm_strides sa, sb, sc;
   gemm_geometry(k, shardmesh::detail::extents_of(la.local()), shardmesh::detail::extents_of(lb.local()),
                 shardmesh::detail::extents_of(c.local()), shape, sa, sb, sc);
-  local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, in_place ? T(1) : T(0), c.local().data(),
-             sc);
+  local_gemm(exec, shape, alpha, la.local().data(), sa, lb.local().data(), sb, in_place ? 1 : 0, c.local().data(), sc);
   shardmesh::progress(a.mesh());  // communication in flight moves between products (runtime/progress.hpp)
   if (in_place) return c;
   return deliver(c, plan, requested, add_to, exec);
@@ -295,7 +294,7 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
                           execution_space_of<MemorySpace> const& exec = {},
                           std::source_location where = std::source_location::current()) {
   shardmesh::detail::called_from const site(where);
-  return detail::einsum<Spec>(a, b, T(1), nullptr, exec);
+  return detail::einsum<Spec>(a, b, 1, nullptr, exec);
 }
 
 // C = A.B delivered in `out`: the cheapest operand and result moves that reach it.
@@ -304,13 +303,13 @@ template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class 
                           layout const& out, execution_space_of<MemorySpace> const& exec = {},
                           std::source_location where = std::source_location::current()) {
   shardmesh::detail::called_from const site(where);
-  return detail::einsum<Spec>(a, b, T(1), &out, exec);
+  return detail::einsum<Spec>(a, b, 1, &out, exec);
 }
 
 // C = alpha A.B: the local GEMM applies alpha (BLAS's alpha), no pass of its
 // own. A partial result stays partial: the product is linear in alpha.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
-[[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
+[[nodiscard]] auto einsum(std::type_identity_t<accumulation_t<T>> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
                           dynamic_dtensor<T, RB, MemorySpace> const& b,
                           execution_space_of<MemorySpace> const& exec = {},
                           std::source_location where = std::source_location::current()) {
@@ -330,12 +329,12 @@ void einsum_add(dynamic_dtensor<T, detail::result_rank<Spec>(), MemorySpace>& c,
   shardmesh::detail::called_from const site(where);
   require_held("einsum_add", c);
   layout const requested = c.layout();
-  (void)detail::einsum<Spec>(a, b, T(1), &requested, exec, &c);
+  (void)detail::einsum<Spec>(a, b, 1, &requested, exec, &c);
 }
 
 // C = alpha A.B delivered in `out`.
 template <contraction_text Spec, class T, std::size_t RA, std::size_t RB, class MemorySpace>
-[[nodiscard]] auto einsum(std::type_identity_t<T> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
+[[nodiscard]] auto einsum(std::type_identity_t<accumulation_t<T>> alpha, dynamic_dtensor<T, RA, MemorySpace> const& a,
                           dynamic_dtensor<T, RB, MemorySpace> const& b, layout const& out,
                           execution_space_of<MemorySpace> const& exec = {},
                           std::source_location where = std::source_location::current()) {

@@ -19,15 +19,16 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <type_traits>
 
 namespace shardmesh::ops {
 
 // What backward needs: the input as normalised, each row's mean (a layer
-// norm's; an RMS norm has none) and 1/std.
+// norm's; an RMS norm has none) and 1/std, in accumulation_t<T>.
 template <class T, std::size_t Rank, class MemorySpace>
 struct layer_norm_saved {
   dynamic_dtensor<T, Rank, MemorySpace> x;
-  Kokkos::View<T*, MemorySpace> mean, rstd;
+  Kokkos::View<accumulation_t<T>*, MemorySpace> mean, rstd;
   bool centred = true;
 };
 
@@ -62,7 +63,8 @@ namespace detail {
 template <class T, std::size_t Rank, class MemorySpace>
 layer_norm_forward_result<T, Rank, MemorySpace> normalize(dynamic_dtensor<T, Rank, MemorySpace> const& x,
                                                           dynamic_dtensor<T, 1, MemorySpace> const& gamma,
-                                                          dynamic_dtensor<T, 1, MemorySpace> const* beta, T eps,
+                                                          dynamic_dtensor<T, 1, MemorySpace> const* beta,
+                                                          accumulation_t<T> eps,
                                                           execution_space_of<MemorySpace> const& exec) {
   char const* const op = beta != nullptr ? "layer_norm" : "rms_norm";
   require_held(op, x, gamma);
@@ -77,7 +79,7 @@ layer_norm_forward_result<T, Rank, MemorySpace> normalize(dynamic_dtensor<T, Ran
   auto const g = whole(gamma, exec);
   auto y = make_like<T, Rank, MemorySpace>(in.mesh(), in.bound(), in.global_extents());
   auto const rows = rows_of(in.local());
-  using vector = Kokkos::View<T*, MemorySpace>;
+  using vector = Kokkos::View<accumulation_t<T>*, MemorySpace>;
   auto const rstd = pooled<vector>(in.mesh(), tensor_index{rows.extent(0)});
   if (beta == nullptr) {
     local::rms_norm_forward(exec, rows, g.local(), eps, rows_of(y.local()), rstd);
@@ -94,14 +96,15 @@ layer_norm_forward_result<T, Rank, MemorySpace> normalize(dynamic_dtensor<T, Ran
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] layer_norm_forward_result<T, Rank, MemorySpace> layer_norm(
     dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
-    dynamic_dtensor<T, 1, MemorySpace> const& beta, T eps, execution_space_of<MemorySpace> const& exec = {}) {
+    dynamic_dtensor<T, 1, MemorySpace> const& beta, std::type_identity_t<accumulation_t<T>> eps,
+    execution_space_of<MemorySpace> const& exec = {}) {
   return detail::normalize(x, gamma, &beta, eps, exec);
 }
 
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] layer_norm_forward_result<T, Rank, MemorySpace> rms_norm(
-    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, 1, MemorySpace> const& gamma, T eps,
-    execution_space_of<MemorySpace> const& exec = {}) {
+    dynamic_dtensor<T, Rank, MemorySpace> const& x, dynamic_dtensor<T, 1, MemorySpace> const& gamma,
+    std::type_identity_t<accumulation_t<T>> eps, execution_space_of<MemorySpace> const& exec = {}) {
   return detail::normalize(x, gamma, static_cast<dynamic_dtensor<T, 1, MemorySpace> const*>(nullptr), eps, exec);
 }
 

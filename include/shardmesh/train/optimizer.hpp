@@ -160,20 +160,33 @@ void update_block(optimizer const& o, T* value, T* grad, std::vector<T*> const& 
 }
 
 // Step t (from 1) of o on p, its gradient times `scale`, in state layout
-// `state`. Precondition: p has a gradient in its reduced layout.
+// `state`. A bf16 or fp16 parameter steps its float master copy (in the
+// state layout) and takes its value rounded from it. Precondition: p has a
+// gradient in its reduced layout.
 template <class T, std::size_t Rank, class MemorySpace>
 void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout const& state, std::size_t t,
             double scale, execution_space_of<MemorySpace> const& exec = {}) {
+  using param = parameter<T, Rank, MemorySpace>;
+  using G = typename param::grad_type;
   mesh_shape const& shape = p.mesh().shape();
   bool const in_place =
       shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
-  auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
   auto const grad = ops::detail::to_layout(p.grad(), state, exec);
-  std::vector<T*> states;
+  std::vector<G*> states;
   for (std::size_t i = 0; i < o.state_tensors(); ++i) states.push_back(p.optimizer_state(i, state).local().data());
-  update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
-                               exec);
-  if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
+  if constexpr (param::has_master) {
+    auto& master = p.master(state, exec);
+    update_block<G, MemorySpace>(o, master.local().data(), grad.local().data(), states, master.local().size(), t, scale,
+                                 exec);
+    auto value = ops::make_result<T, Rank, MemorySpace>(p.mesh(), master.bound(), master.global_extents());
+    ops::local::convert(exec, ops::local::flat(master.local()), ops::local::flat(value.local()));
+    p.replace_stored(in_place ? value : ops::detail::to_layout(value, p.stored().bound(), exec));
+  } else {
+    auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
+    update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
+                                 exec);
+    if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
+  }
 }
 
 }  // namespace shardmesh::parallel

@@ -386,7 +386,7 @@ class trainer {
     for (std::size_t i = parameters_.size(); i-- > 0;) {
       member* m = parameters_[i].get();
       open.push_back(m);
-      bytes += m->rows() * m->row_elements() * sizeof(value_type);
+      bytes += m->rows() * m->row_elements() * sizeof(accumulation_t<value_type>);  // gradients
       bool const full =
           per_stage ? i == 0 || parameters_[i - 1]->stage() != m->stage() : bytes >= options_.bucket_bytes;
       if (full || i == 0) {

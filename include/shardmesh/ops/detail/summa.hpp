@@ -143,7 +143,7 @@ class summa_operand {
 // neither uses, for layers), and is a's rows by b's columns on this rank.
 template <class T, class MemorySpace>
 void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, MemorySpace> const& b,
-           dynamic_dtensor<T, 2, MemorySpace> const& c, T alpha, std::size_t width, std::size_t buffers,
+           dynamic_dtensor<T, 2, MemorySpace> const& c, accumulation_t<T> alpha, std::size_t width, std::size_t buffers,
            execution_space_of<MemorySpace> const& exec) {
   device_mesh const& mesh = a.mesh();
   std::size_t const rows = a.local().extent(0), cols = b.local().extent(1), extent = a.global_extents()[1];
@@ -186,7 +186,7 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
     s.n = cols;
     s.k = end_of(starts[i]) - starts[i];
     local_gemm(exec, s, alpha, sa.data(slot), gemm_strides{{}, sa.row_stride(slot), 1}, sb.data(slot),
-               gemm_strides{{}, sb.row_stride(slot), 1}, i == 0 ? T(0) : T(1), c.local().data(),
+               gemm_strides{{}, sb.row_stride(slot), 1}, i == 0 ? 0 : 1, c.local().data(),
                gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
     shardmesh::progress(mesh);
   }

@@ -30,7 +30,7 @@ void embedding_forward(ExecSpace const& exec, Ids const& ids, Table const& table
 }
 
 // table_grad[ids[r] - first][j] += dy[r][j] for the ids this shard holds
-// (table_grad is not cleared first).
+// (table_grad is not cleared first; it may hold float where dy holds bf16).
 template <class ExecSpace, local_view<1, ExecSpace> Ids, local_view<2, ExecSpace> DY, local_view<2, ExecSpace> Grad>
 void embedding_backward(ExecSpace const& exec, Ids const& ids, DY const& dy, std::size_t first, Grad const& grad) {
   detail::require(
@@ -42,7 +42,8 @@ void embedding_backward(ExecSpace const& exec, Ids const& ids, DY const& dy, std
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {dy.extent(0), dy.extent(1)}),
       KOKKOS_LAMBDA(std::size_t r, std::size_t j) {
         auto const id = static_cast<std::size_t>(ids(r));
-        if (id >= first && id < first + rows) Kokkos::atomic_add(&grad(id - first, j), dy(r, j));
+        if (id >= first && id < first + rows)
+          Kokkos::atomic_add(&grad(id - first, j), static_cast<typename Grad::non_const_value_type>(dy(r, j)));
       });
 }
 

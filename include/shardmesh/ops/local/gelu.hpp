@@ -6,6 +6,7 @@
 // (it works in double precision), and no cancellation near 0.
 // Views are 1-D (flat(shard) gives one). y may be x; dx may be dy.
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
@@ -48,10 +49,11 @@ KOKKOS_INLINE_FUNCTION T gelu_derivative(T x) {
 template <class ExecSpace, local_view<1, ExecSpace> X, local_view<1, ExecSpace> Y>
 void gelu_forward(ExecSpace const& exec, X const& x, Y const& y) {
   detail::require_same_extents("gelu_forward", "x", x, "y", y);
-  using T = typename X::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
+  using T = typename Y::non_const_value_type;
   Kokkos::parallel_for(
       "shardmesh::gelu_forward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(std::size_t i) { y(i) = gelu(static_cast<T>(x(i))); });
+      KOKKOS_LAMBDA(std::size_t i) { y(i) = static_cast<T>(gelu(static_cast<A>(x(i)))); });
 }
 
 // dx = dy * gelu'(x).
@@ -59,10 +61,13 @@ template <class ExecSpace, local_view<1, ExecSpace> X, local_view<1, ExecSpace> 
 void gelu_backward(ExecSpace const& exec, X const& x, DY const& dy, DX const& dx) {
   detail::require_same_extents("gelu_backward", "x", x, "dy", dy);
   detail::require_same_extents("gelu_backward", "x", x, "dx", dx);
-  using T = typename X::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
+  using T = typename DX::non_const_value_type;
   Kokkos::parallel_for(
       "shardmesh::gelu_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(std::size_t i) { dx(i) = static_cast<T>(dy(i)) * gelu_derivative(static_cast<T>(x(i))); });
+      KOKKOS_LAMBDA(std::size_t i) {
+        dx(i) = static_cast<T>(static_cast<A>(dy(i)) * gelu_derivative(static_cast<A>(x(i))));
+      });
 }
 
 }  // namespace shardmesh::ops::local

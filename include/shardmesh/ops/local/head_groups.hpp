@@ -7,6 +7,7 @@
 // first_query and first_shared are the global indices of the shards' first
 // heads; the key/value heads a rank's query heads need must be local.
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -41,6 +42,7 @@ void reduce_heads(ExecSpace const& exec, G const& grad, S const& shared, head_gr
   detail::require(shared.extent(0) == grad.extent(0) && shared.extent(2) == grad.extent(2), "reduce_heads",
                   "rows or head sizes differ: " + detail::shape(grad) + " and " + detail::shape(shared));
   using T = typename S::non_const_value_type;
+  using A = accumulation_t<typename G::non_const_value_type>;
   std::size_t const queries = grad.extent(1);
   Kokkos::parallel_for(
       "shardmesh::reduce_heads",
@@ -52,9 +54,9 @@ void reduce_heads(ExecSpace const& exec, G const& grad, S const& shared, head_gr
         std::size_t const begin = from > g.first_query ? from - g.first_query : 0;
         std::size_t const end_global = from + g.group - g.first_query;
         std::size_t const end = from + g.group <= g.first_query ? 0 : (end_global < queries ? end_global : queries);
-        T sum = 0;
-        for (std::size_t q = begin; q < end; ++q) sum += static_cast<T>(grad(r, q, j));
-        shared(r, k, j) = sum;
+        A sum = 0;
+        for (std::size_t q = begin; q < end; ++q) sum += static_cast<A>(grad(r, q, j));
+        shared(r, k, j) = static_cast<T>(sum);
       });
 }
 

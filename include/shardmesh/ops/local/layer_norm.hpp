@@ -9,8 +9,10 @@
 // RMS norm (root mean square layer normalisation, Zhang and Sennrich 2019)
 // is the same without centring and without bias: rstd = 1 / sqrt(mean(x^2)
 // + eps), y = gamma * x * rstd. Both share the kernels below, `centred`
-// telling them apart.
+// telling them apart. Everything is computed in accumulation_t of x's
+// elements (float for bf16 and fp16), mean and rstd included.
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/row_loops.hpp"
 
@@ -27,7 +29,8 @@ namespace detail {
 // layer_norm_forward and rms_norm_forward below; mean (and beta) are not read or written unless centred.
 template <class ExecSpace, class X, class G, class B, class Y, class M, class R>
 void normalize_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
-                       typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd, bool centred) {
+                       accumulation_t<typename X::non_const_value_type> eps, Y const& y, M const& mean, R const& rstd,
+                       bool centred) {
   constexpr char const* kernel = "layer_norm_forward";
   detail::require_same_extents(kernel, "x", x, "y", y);
   detail::require(gamma.extent(0) == x.extent(1) && (!centred || beta.extent(0) == x.extent(1)), kernel,
@@ -36,10 +39,11 @@ void normalize_forward(ExecSpace const& exec, X const& x, G const& gamma, B cons
   detail::require((!centred || mean.extent(0) == x.extent(0)) && rstd.extent(0) == x.extent(0), kernel,
                   "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
                       std::to_string(x.extent(0)) + " rows");
-  using T = typename X::non_const_value_type;
+  using T = typename Y::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   std::size_t const n = x.extent(1);
-  T const inv_n = n == 0 ? static_cast<T>(0) : static_cast<T>(1) / static_cast<T>(n);
+  A const inv_n = n == 0 ? static_cast<A>(0) : static_cast<A>(1) / static_cast<A>(n);
   Kokkos::parallel_for(
       "shardmesh::layer_norm_forward", policy(exec, detail::league_size(kernel, x.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
@@ -48,20 +52,20 @@ void normalize_forward(ExecSpace const& exec, X const& x, G const& gamma, B cons
         auto const yr = detail::row(y, r);
         auto const g = detail::elements(gamma);
         auto const b = detail::elements(beta);
-        T const mu =
-            centred ? detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(xr[j]); }) * inv_n : T(0);
-        T const squares = detail::row_sum(team, n, [&](std::size_t j) {
-          T const d = static_cast<T>(xr[j]) - mu;
+        A const mu =
+            centred ? detail::row_sum(team, n, [&](std::size_t j) { return static_cast<A>(xr[j]); }) * inv_n : A(0);
+        A const squares = detail::row_sum(team, n, [&](std::size_t j) {
+          A const d = static_cast<A>(xr[j]) - mu;
           return d * d;
         });
-        T const s = static_cast<T>(1) / Kokkos::sqrt(squares * inv_n + eps);
+        A const s = static_cast<A>(1) / Kokkos::sqrt(squares * inv_n + eps);
         detail::row_for(team, n, [&](std::size_t j) {
-          T const shift = centred ? static_cast<T>(b[j]) : static_cast<T>(0);
-          yr[j] = static_cast<T>(g[j]) * ((static_cast<T>(xr[j]) - mu) * s) + shift;
+          A const shift = centred ? static_cast<A>(b[j]) : static_cast<A>(0);
+          yr[j] = static_cast<T>(static_cast<A>(g[j]) * ((static_cast<A>(xr[j]) - mu) * s) + shift);
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          if (centred) mean(r) = mu;
-          rstd(r) = s;
+          if (centred) mean(r) = static_cast<typename M::non_const_value_type>(mu);
+          rstd(r) = static_cast<typename R::non_const_value_type>(s);
         });
       });
 }
@@ -72,15 +76,16 @@ void normalize_forward(ExecSpace const& exec, X const& x, G const& gamma, B cons
 template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<1, ExecSpace> B,
           local_view<2, ExecSpace> Y, local_view<1, ExecSpace> M, local_view<1, ExecSpace> R>
 void layer_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, B const& beta,
-                        typename X::non_const_value_type eps, Y const& y, M const& mean, R const& rstd) {
+                        accumulation_t<typename X::non_const_value_type> eps, Y const& y, M const& mean,
+                        R const& rstd) {
   detail::normalize_forward(exec, x, gamma, beta, eps, y, mean, rstd, true);
 }
 
 // RMS norm; saves rstd for rms_norm_backward. y may be x.
 template <class ExecSpace, local_view<2, ExecSpace> X, local_view<1, ExecSpace> G, local_view<2, ExecSpace> Y,
           local_view<1, ExecSpace> R>
-void rms_norm_forward(ExecSpace const& exec, X const& x, G const& gamma, typename X::non_const_value_type eps,
-                      Y const& y, R const& rstd) {
+void rms_norm_forward(ExecSpace const& exec, X const& x, G const& gamma,
+                      accumulation_t<typename X::non_const_value_type> eps, Y const& y, R const& rstd) {
   detail::normalize_forward(exec, x, gamma, gamma, eps, y, rstd, rstd, false);
 }
 
@@ -104,7 +109,7 @@ void normalize_backward(ExecSpace const& exec, X const& x, G const& gamma, M con
   detail::require((!centred || mean.extent(0) == x.extent(0)) && rstd.extent(0) == x.extent(0), kernel,
                   "mean is " + detail::shape(mean) + " and rstd " + detail::shape(rstd) + " for " +
                       std::to_string(x.extent(0)) + " rows");
-  using T = typename X::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   std::size_t const rows = x.extent(0);
   std::size_t const n = x.extent(1);
@@ -120,27 +125,27 @@ void normalize_backward(ExecSpace const& exec, X const& x, G const& gamma, M con
       KOKKOS_LAMBDA(std::size_t block) {
         std::size_t const first = block * width;
         std::size_t const count = n - first < width ? n - first : width;
-        T dg[width] = {};
-        T db[width] = {};
+        A dg[width] = {};
+        A db[width] = {};
         for (std::size_t r = 0; r < rows; ++r) {
-          T const mu = centred ? static_cast<T>(mean(r)) : static_cast<T>(0);
-          T const s = static_cast<T>(rstd(r));
+          A const mu = centred ? static_cast<A>(mean(r)) : static_cast<A>(0);
+          A const s = static_cast<A>(rstd(r));
           auto const xr = detail::row(x, r);
           auto const dyr = detail::row(dy, r);
           SHARDMESH_HOST_SIMD("omp simd")
           for (std::size_t c = 0; c < count; ++c) {
-            T const d = static_cast<T>(dyr[first + c]);
-            dg[c] += d * (static_cast<T>(xr[first + c]) - mu) * s;
+            A const d = static_cast<A>(dyr[first + c]);
+            dg[c] += d * (static_cast<A>(xr[first + c]) - mu) * s;
             db[c] += d;
           }
         }
         for (std::size_t c = 0; c < count; ++c) {
-          dgamma(first + c) = dg[c];
-          if (centred) dbeta(first + c) = db[c];
+          dgamma(first + c) = static_cast<typename DG::non_const_value_type>(dg[c]);
+          if (centred) dbeta(first + c) = static_cast<typename DB::non_const_value_type>(db[c]);
         }
       });
 
-  T const inv_n = n == 0 ? static_cast<T>(0) : static_cast<T>(1) / static_cast<T>(n);
+  A const inv_n = n == 0 ? static_cast<A>(0) : static_cast<A>(1) / static_cast<A>(n);
   Kokkos::parallel_for(
       "shardmesh::layer_norm_backward", policy(exec, detail::league_size(kernel, rows), Kokkos::AUTO),
       KOKKOS_LAMBDA(typename policy::member_type const& team) {
@@ -149,24 +154,25 @@ void normalize_backward(ExecSpace const& exec, X const& x, G const& gamma, M con
         auto const dyr = detail::row(dy, r);
         auto const dxr = detail::row(dx, r);
         auto const g = detail::elements(gamma);
-        T const mu = centred ? static_cast<T>(mean(r)) : static_cast<T>(0);
-        T const s = static_cast<T>(rstd(r));
-        T const g_mean =
+        A const mu = centred ? static_cast<A>(mean(r)) : static_cast<A>(0);
+        A const s = static_cast<A>(rstd(r));
+        A const g_mean =
             centred ? detail::row_sum(team, n,
-                                      [&](std::size_t j) { return static_cast<T>(g[j]) * static_cast<T>(dyr[j]); }) *
+                                      [&](std::size_t j) { return static_cast<A>(g[j]) * static_cast<A>(dyr[j]); }) *
                           inv_n
-                    : static_cast<T>(0);
-        T const gx_mean =
+                    : static_cast<A>(0);
+        A const gx_mean =
             detail::row_sum(team, n,
                             [&](std::size_t j) {
-                              return static_cast<T>(g[j]) * static_cast<T>(dyr[j]) * (static_cast<T>(xr[j]) - mu) * s;
+                              return static_cast<A>(g[j]) * static_cast<A>(dyr[j]) * (static_cast<A>(xr[j]) - mu) * s;
                             }) *
             inv_n;
         auto const rr = detail::row(residual, r);
         detail::row_for(team, n, [&](std::size_t j) {
-          T const xhat = (static_cast<T>(xr[j]) - mu) * s;
-          T const from_residual = add_residual ? static_cast<T>(rr[j]) : static_cast<T>(0);
-          dxr[j] = from_residual + s * (static_cast<T>(g[j]) * static_cast<T>(dyr[j]) - g_mean - xhat * gx_mean);
+          A const xhat = (static_cast<A>(xr[j]) - mu) * s;
+          A const from_residual = add_residual ? static_cast<A>(rr[j]) : static_cast<A>(0);
+          dxr[j] = static_cast<typename DX::non_const_value_type>(
+              from_residual + s * (static_cast<A>(g[j]) * static_cast<A>(dyr[j]) - g_mean - xhat * gx_mean));
         });
       });
 }

@@ -3,8 +3,10 @@
 // [outer, n, inner] (as_3d(shard, ...) folds the dimensions before and after
 // the reduced one), y is [outer, inner]. n == 0 gives the op's identity
 // (Kokkos::reduction_identity: 0, -inf, +inf, 1 for floating types).
+// Reductions run in accumulation_t of the elements (float for bf16 and fp16).
 
 #include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -49,7 +51,8 @@ using reducer_of =
 
 template <reduce_op Op, class ExecSpace, class X, class Y>
 void reduce_with(ExecSpace const& exec, X const& x, Y const& y) {
-  using T = typename X::non_const_value_type;
+  using T = accumulation_t<typename X::non_const_value_type>;
+  using Out = typename Y::non_const_value_type;
   std::size_t const n = x.extent(1);
   std::size_t const inner = x.extent(2);
   if (inner == 1) {
@@ -64,7 +67,7 @@ void reduce_with(ExecSpace const& exec, X const& x, Y const& y) {
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, n),
               [&](std::size_t k, T& a) { combine<Op>(a, static_cast<T>(x(o, k, 0))); }, reducer_of<Op, T>(acc));
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { y(o, 0) = acc; });
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { y(o, 0) = static_cast<Out>(acc); });
         });
   } else {
     // A thread per output walks n: neighbouring threads read neighbouring elements.
@@ -75,7 +78,7 @@ void reduce_with(ExecSpace const& exec, X const& x, Y const& y) {
           std::size_t const i = idx % inner;
           T acc = identity_of<Op, T>();
           for (std::size_t k = 0; k < n; ++k) combine<Op>(acc, static_cast<T>(x(o, k, i)));
-          y(o, i) = acc;
+          y(o, i) = static_cast<Out>(acc);
         });
   }
 }
@@ -134,7 +137,7 @@ void extremum_backward(char const* label, ExecSpace const& exec, X const& x, Y c
         std::size_t const i = idx % inner;
         std::size_t const k = idx / inner % n;
         std::size_t const o = idx / inner / n;
-        dx(o, k, i) = x(o, k, i) == y(o, i) ? static_cast<T>(dy(o, i)) : static_cast<T>(0);
+        dx(o, k, i) = x(o, k, i) == y(o, i) ? static_cast<T>(dy(o, i)) : static_cast<T>(0.0f);
       });
 }
 

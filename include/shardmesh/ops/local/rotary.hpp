@@ -8,6 +8,7 @@
 // The rotation is orthogonal: backward rotates the gradient by the
 // opposite angle (inverse = true). Angles are computed in double.
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -29,7 +30,8 @@ template <class ExecSpace, local_view<2, ExecSpace> X, local_view<2, ExecSpace> 
 void rotary(ExecSpace const& exec, X const& x, Y const& y, rotary_positions position, double base, bool inverse) {
   detail::require_same_extents("rotary", "x", x, "y", y);
   detail::require(x.extent(1) % 2 == 0, "rotary", "rows of " + std::to_string(x.extent(1)) + " are not of even size");
-  using T = typename X::non_const_value_type;
+  using T = typename Y::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
   std::size_t const half = x.extent(1) / 2;
   double const log_base = std::log(base);
   double const sign = inverse ? -1.0 : 1.0;
@@ -40,12 +42,12 @@ void rotary(ExecSpace const& exec, X const& x, Y const& y, rotary_positions posi
       KOKKOS_LAMBDA(std::size_t r, std::size_t i) {
         double const theta = Kokkos::exp(-log_base * static_cast<double>(2 * i) / static_cast<double>(2 * half));
         double const angle = sign * static_cast<double>(position(r)) * theta;
-        T const c = static_cast<T>(Kokkos::cos(angle));
-        T const s = static_cast<T>(Kokkos::sin(angle));
-        T const a = static_cast<T>(x(r, i));
-        T const b = static_cast<T>(x(r, i + half));
-        y(r, i) = a * c - b * s;
-        y(r, i + half) = b * c + a * s;
+        A const c = static_cast<A>(Kokkos::cos(angle));
+        A const s = static_cast<A>(Kokkos::sin(angle));
+        A const a = static_cast<A>(x(r, i));
+        A const b = static_cast<A>(x(r, i + half));
+        y(r, i) = static_cast<T>(a * c - b * s);
+        y(r, i + half) = static_cast<T>(b * c + a * s);
       });
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Softmax over the rows of a rank's local shard: views [rows, n], the
 // normalised dimension contiguous (as_rows(shard, n) gives one). A team per
-// row: the row's max and sum are row reductions (row_loops.hpp).
+// row: the row's max and sum are row reductions (row_loops.hpp), in
+// accumulation_t of the elements (float for bf16 and fp16).
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/row_loops.hpp"
@@ -47,7 +49,8 @@ void softmax_forward(ExecSpace const& exec, X const& x, Y const& y, std::optiona
   detail::require_same_extents("softmax_forward", "x", x, "y", y);
   if (mask && mask->period == 0)
     throw std::invalid_argument("shardmesh::ops::local::softmax_forward: a causal mask's period is 0");
-  using T = typename X::non_const_value_type;
+  using T = typename Y::non_const_value_type;
+  using A = accumulation_t<typename X::non_const_value_type>;
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   std::size_t const n = x.extent(1);
   bool const masked = mask.has_value();
@@ -59,18 +62,19 @@ void softmax_forward(ExecSpace const& exec, X const& x, Y const& y, std::optiona
         auto const xr = detail::row(x, r);
         auto const yr = detail::row(y, r);
         std::size_t visible = masked ? detail::visible_columns(m, r, n) : n;
-        T const top = detail::row_max(team, visible, [&](std::size_t j) { return static_cast<T>(xr[j]); });
-        if (top == Kokkos::reduction_identity<T>::max()) visible = 0;  // -inf everywhere: no finite weight
-        // The exponentials are kept in y: one exp per entry.
-        T const total = detail::row_sum(team, visible, [&](std::size_t j) {
-          T const e = exponential(static_cast<T>(xr[j]) - top);
-          yr[j] = e;
+        A const top = detail::row_max(team, visible, [&](std::size_t j) { return static_cast<A>(xr[j]); });
+        if (top == Kokkos::reduction_identity<A>::max()) visible = 0;  // -inf everywhere: no finite weight
+        // The exponentials are kept in y: one exp per entry (summed before y's rounding).
+        A const total = detail::row_sum(team, visible, [&](std::size_t j) {
+          A const e = exponential(static_cast<A>(xr[j]) - top);
+          yr[j] = static_cast<T>(e);
           return e;
         });
         team.team_barrier();
-        T const inverse = static_cast<T>(1) / total;
-        detail::row_for(
-            team, n, [&](std::size_t j) { yr[j] = j < visible ? static_cast<T>(yr[j]) * inverse : static_cast<T>(0); });
+        A const inverse = static_cast<A>(1) / total;
+        detail::row_for(team, n, [&](std::size_t j) {
+          yr[j] = static_cast<T>(j < visible ? static_cast<A>(yr[j]) * inverse : static_cast<A>(0));
+        });
       });
 }
 
@@ -81,7 +85,8 @@ template <class ExecSpace, local_view<2, ExecSpace> Y, local_view<2, ExecSpace> 
 void softmax_backward(ExecSpace const& exec, Y const& y, DY const& dy, DX const& dx) {
   detail::require_same_extents("softmax_backward", "y", y, "dy", dy);
   detail::require_same_extents("softmax_backward", "y", y, "dx", dx);
-  using T = typename Y::non_const_value_type;
+  using T = typename DX::non_const_value_type;
+  using A = accumulation_t<typename Y::non_const_value_type>;
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   std::size_t const n = y.extent(1);
   Kokkos::parallel_for(
@@ -91,10 +96,11 @@ void softmax_backward(ExecSpace const& exec, Y const& y, DY const& dy, DX const&
         auto const yr = detail::row(y, r);
         auto const dyr = detail::row(dy, r);
         auto const dxr = detail::row(dx, r);
-        T const dot =
-            detail::row_sum(team, n, [&](std::size_t j) { return static_cast<T>(dyr[j]) * static_cast<T>(yr[j]); });
-        detail::row_for(team, n,
-                        [&](std::size_t j) { dxr[j] = static_cast<T>(yr[j]) * (static_cast<T>(dyr[j]) - dot); });
+        A const dot =
+            detail::row_sum(team, n, [&](std::size_t j) { return static_cast<A>(dyr[j]) * static_cast<A>(yr[j]); });
+        detail::row_for(team, n, [&](std::size_t j) {
+          dxr[j] = static_cast<T>(static_cast<A>(yr[j]) * (static_cast<A>(dyr[j]) - dot));
+        });
       });
 }
 

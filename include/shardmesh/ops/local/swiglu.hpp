@@ -6,6 +6,7 @@
 // Views are 1-D (flat(shard) gives one). h may be gate or up; the
 // gradients may be dh.
 
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/ops/local/exponential.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 
@@ -25,12 +26,13 @@ template <class ExecSpace, local_view<1, ExecSpace> G, local_view<1, ExecSpace> 
 void swiglu_forward(ExecSpace const& exec, G const& gate, U const& up, H const& h) {
   detail::require_same_extents("swiglu_forward", "gate", gate, "up", up);
   detail::require_same_extents("swiglu_forward", "gate", gate, "h", h);
-  using T = typename G::non_const_value_type;
+  using A = accumulation_t<typename G::non_const_value_type>;
+  using T = typename H::non_const_value_type;
   Kokkos::parallel_for(
       "shardmesh::swiglu_forward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, h.size()),
       KOKKOS_LAMBDA(std::size_t i) {
-        T const a = static_cast<T>(gate(i));
-        h(i) = a * sigmoid(a) * static_cast<T>(up(i));
+        A const a = static_cast<A>(gate(i));
+        h(i) = static_cast<T>(a * sigmoid(a) * static_cast<A>(up(i)));
       });
 }
 
@@ -44,16 +46,17 @@ void swiglu_backward(ExecSpace const& exec, G const& gate, U const& up, DH const
   detail::require_same_extents(kernel, "gate", gate, "dh", dh);
   detail::require_same_extents(kernel, "gate", gate, "d_gate", d_gate);
   detail::require_same_extents(kernel, "gate", gate, "d_up", d_up);
-  using T = typename G::non_const_value_type;
+  using A = accumulation_t<typename G::non_const_value_type>;
+  using T = typename DG::non_const_value_type;
   Kokkos::parallel_for(
       "shardmesh::swiglu_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, dh.size()),
       KOKKOS_LAMBDA(std::size_t i) {
-        T const a = static_cast<T>(gate(i));
-        T const u = static_cast<T>(up(i));
-        T const d = static_cast<T>(dh(i));
-        T const s = sigmoid(a);
-        d_gate(i) = d * u * s * (static_cast<T>(1) + a * (static_cast<T>(1) - s));
-        d_up(i) = d * a * s;
+        A const a = static_cast<A>(gate(i));
+        A const u = static_cast<A>(up(i));
+        A const d = static_cast<A>(dh(i));
+        A const s = sigmoid(a);
+        d_gate(i) = static_cast<T>(d * u * s * (static_cast<A>(1) + a * (static_cast<A>(1) - s)));
+        d_up(i) = static_cast<typename DU::non_const_value_type>(d * a * s);
       });
 }
 

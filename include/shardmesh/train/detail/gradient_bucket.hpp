@@ -12,7 +12,8 @@
 // layout. An all-reduce runs in place on the concatenated blocks. The
 // reduce-scatter is MPI's or the ring on point-to-point messages, whichever
 // the mesh measured faster for this size (runtime/collective_tuning.hpp).
-// The buffers are the bucket's own, recorded as workspace.
+// The buffers are the bucket's own, recorded as workspace, of the
+// gradients' type (float for bf16 and fp16 parameters: reduced in float).
 
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/planner.hpp"
@@ -43,7 +44,8 @@ template <class T, class MemorySpace>
 class gradient_bucket {
  public:
   using member = trainable<T, MemorySpace>;
-  using flat_view = Kokkos::View<T*, MemorySpace>;
+  using G = typename member::grad_type;
+  using flat_view = typename member::grad_view;
   using exec_type = execution_space_of<MemorySpace>;
 
   // members: parameters whose reduction plan is one step of the same kind
@@ -72,7 +74,7 @@ class gradient_bucket {
         scratch_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
                              *std::max_element(parts_.counts().begin(), parts_.counts().end()));
     }
-    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(T));
+    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(G));
   }
 
   [[nodiscard]] std::vector<member*> const& members() const { return members_; }
@@ -102,7 +104,7 @@ class gradient_bucket {
     collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
     if (kind_ == step_kind::all_reduce)
       pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
-    else if (tuning.reduce_scatter<T, MemorySpace>(*group_, parts_.counts(), exec) == reduce_scatter_algorithm::ring)
+    else if (tuning.reduce_scatter<G, MemorySpace>(*group_, parts_.counts(), exec) == reduce_scatter_algorithm::ring)
       ring_.emplace(*group_, send_, recv_, parts_.counts(), tag_, scratch_, exec);
     else
       pending_.emplace(
@@ -174,7 +176,7 @@ class gradient_bucket {
   flat_view send_, recv_, scratch_;
   ledger_entry buffers_;
   std::optional<request> pending_;
-  std::optional<ring_reduce_scatter<T, MemorySpace>> ring_;
+  std::optional<ring_reduce_scatter<G, MemorySpace>> ring_;
 };
 
 }  // namespace shardmesh::parallel::detail

@@ -24,7 +24,9 @@ namespace shardmesh::parallel::detail {
 template <class T, class MemorySpace>
 class trainable {
  public:
-  using flat_view = Kokkos::View<T*, MemorySpace>;
+  using flat_view = Kokkos::View<T*, MemorySpace>;  // values
+  using grad_type = accumulation_t<T>;
+  using grad_view = Kokkos::View<grad_type*, MemorySpace>;  // gradients
   using exec_type = execution_space_of<MemorySpace>;
 
   trainable(std::size_t stage, bool decays, state_layouts layouts)
@@ -52,10 +54,10 @@ class trainable {
 
   [[nodiscard]] virtual bool has_grad() const = 0;
   // The accumulated (unreduced) gradient's local block, flat.
-  [[nodiscard]] virtual flat_view accumulated() const = 0;
+  [[nodiscard]] virtual grad_view accumulated() const = 0;
   // A new gradient in the reduced layout, uninitialised, replacing the
   // accumulated one: its local block, flat, for the reduction to fill.
-  virtual flat_view new_reduced() = 0;
+  virtual grad_view new_reduced() = 0;
   // The reduction by the algebra's plan, one parameter at a time.
   virtual void reduce(exec_type const& exec) = 0;
   virtual void zero_grad() = 0;
@@ -105,6 +107,8 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
  public:
   using typename base::exec_type;
   using typename base::flat_view;
+  using typename base::grad_view;
+  using G = typename base::grad_type;
 
   // Sets p's accumulation and storage layouts.
   trainable_parameter(parameter<T, Rank, MemorySpace>& p, std::size_t stage, bool decays, state_layouts const& l,
@@ -123,12 +127,13 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   void release() override { p_->release(); }
 
   [[nodiscard]] bool has_grad() const override { return p_->has_grad(); }
-  [[nodiscard]] flat_view accumulated() const override { return ops::local::flat(p_->grad().local()); }
-  flat_view new_reduced() override {
+  [[nodiscard]] grad_view accumulated() const override { return ops::local::flat(p_->grad().local()); }
+  grad_view new_reduced() override {
+    using grad_tensor = typename parameter<T, Rank, MemorySpace>::grad_tensor;
     bound_layout const& l = this->layouts().reduced;
-    auto v = shardmesh::detail::allocate<typename tensor::view_type>(
+    auto v = shardmesh::detail::allocate<typename grad_tensor::view_type>(
         name() + " gradient", local_extents(mesh().shape(), l, global_extents(), mesh().rank()));
-    p_->replace_grad(tensor::adopt(mesh(), unbind(mesh().shape(), l), global_extents(), v));
+    p_->replace_grad(grad_tensor::adopt(mesh(), unbind(mesh().shape(), l), global_extents(), v));
     return ops::local::flat(v);
   }
   void reduce(exec_type const& exec) override {
@@ -146,11 +151,18 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
     flat_view const value = ops::local::flat(p_->stored().local());
     // The reduced gradient holds every row (ZeRO-1) or this rank's (ZeRO-2).
     std::size_t const from = this->layouts().reduced == this->layouts().compute ? rows.first : 0;
-    std::vector<T*> state;
+    std::size_t const n = rows.second - rows.first;
+    std::vector<G*> state;
     for (std::size_t i = 0; i < o.state_tensors(); ++i)
       state.push_back(p_->optimizer_state(i, this->layouts().state).local().data());
-    update_block<T, MemorySpace>(o, value.data() + rows.first, p_->grad().local().data() + from, state,
-                                 rows.second - rows.first, step, scale, exec);
+    if constexpr (parameter<T, Rank, MemorySpace>::has_master) {  // the master's block is this rank's rows
+      auto const master = ops::local::flat(p_->master(this->layouts().state, exec).local());
+      update_block<G, MemorySpace>(o, master.data(), p_->grad().local().data() + from, state, n, step, scale, exec);
+      ops::local::convert(exec, master, Kokkos::subview(value, rows));
+    } else {
+      update_block<T, MemorySpace>(o, value.data() + rows.first, p_->grad().local().data() + from, state, n, step,
+                                   scale, exec);
+    }
     return value;
   }
 

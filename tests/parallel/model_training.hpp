@@ -1,0 +1,103 @@
+#pragma once
+// Training any model of the contract over a dp x pp x tp mesh of the
+// world's ranks, as the model tests do: the setups of the world (every
+// ZeRO stage and schedule that fits), and a run of some steps returning
+// every step's loss and gradient norm and the parameters this rank's stage
+// holds (gathered, as double).
+
+#include "mpi_test.hpp"
+#include "training_reference.hpp"
+
+#include <shardmesh/shardmesh.hpp>
+#include <shardmesh/strategy/batch.hpp>
+#include <shardmesh/strategy/layer_partition.hpp>
+#include <shardmesh/train/trainer.hpp>
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardmesh::test::training {
+
+struct run_options {
+  std::size_t steps = training::steps;
+  parallel::optimizer method = parallel::adamw{};
+  parallel::learning_rate_schedule lr_schedule = {};
+  double clip_norm = clip;
+};
+
+// The training runs of the world's ranks: pp 1 with every ZeRO stage, pp 2 with every schedule (each with
+// another ZeRO stage), tp 1 and 2 where the ranks divide; 2 micro-batches.
+inline std::vector<pipeline_setup> setups_of_world() {
+  using parallel::schedule_kind;
+  using parallel::zero_stage;
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<pipeline_setup> out;
+  constexpr std::array stages{zero_stage::none, zero_stage::optimizer_state, zero_stage::gradients,
+                              zero_stage::parameters};
+  for (std::size_t pp : {1, 2})
+    for (std::size_t tp : {1, 2}) {
+      if (n % (pp * tp) != 0) continue;
+      std::size_t const dp = n / (pp * tp);
+      if (pp == 1) {
+        for (zero_stage stage : stages) out.push_back({dp, 1, tp, schedule_kind::one_f_one_b, 1, stage, 2, {}});
+        continue;
+      }
+      std::size_t k = 0;
+      for (schedule_kind kind :
+           {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
+        out.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2, {}});
+    }
+  return out;
+}
+
+// The parameters this rank's stage holds after o.steps steps of a Model of `config`, and every step's loss and
+// norm; batch_of(step) gives a step's `samples` sequences.
+template <class Model>
+history train(pipeline_setup const& su, typename Model::config_type const& config, values const& start,
+              std::size_t samples, std::function<batch(std::size_t)> const& batch_of, run_options const& o) {
+  using trainer_type = parallel::trainer<Model>;
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
+  device_mesh const stage = mesh.submesh({"dp", "tp"});
+  std::size_t const s = mesh.coordinates()[1];
+  auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
+  std::deque<Model> chunks;  // trainers keep pointers to them
+  std::vector<Model*> pointers;
+  for (std::size_t k = 0; k < su.chunks; ++k) {
+    chunks.emplace_back(stage, config, [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
+    pointers.push_back(&chunks.back());
+  }
+  trainer_type train(pointers, mesh,
+                     {.stage = su.stage,
+                      .method = o.method,
+                      .lr_schedule = o.lr_schedule,
+                      .clip_norm = o.clip_norm,
+                      .bucket_bytes = 512,
+                      .schedule = su.schedule});
+  auto const accounting = parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp);
+  history h;
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    batch const b = batch_of(step);
+    std::vector<typename trainer_type::micro_batch> micro;
+    for (std::size_t a = 0; a < su.micro_batches; ++a) {
+      interval const part = accounting.micro_step(a);
+      layout const& l = chunks.front().layouts().ids;
+      micro.push_back(
+          {rows(stage, l, b.tokens, part, config.sequence), rows(stage, l, b.targets, part, config.sequence)});
+    }
+    auto const r = train.step(micro);
+    h.losses.push_back(r.loss);
+    h.norms.push_back(r.grad_norm);
+  }
+  for (Model& chunk : chunks)
+    chunk.for_each_parameter([&](std::string const& name, auto& p) {
+      auto const g = gather(p.stored());
+      auto& out = h.parameters[name];
+      for (std::size_t i = 0; i < g.size(); ++i) out.push_back(static_cast<double>(g.data()[i]));
+    });
+  return h;
+}
+
+}  // namespace shardmesh::test::training
