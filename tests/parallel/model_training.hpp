@@ -16,6 +16,7 @@
 #include <array>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct run_options {
   parallel::optimizer method = parallel::adamw{};
   parallel::learning_rate_schedule lr_schedule = {};
   double clip_norm = clip;
+  parallel::loss_scaling scaling = {};
 };
 
 // The training runs of the world's ranks: pp 1 with every ZeRO stage, pp 2 with every schedule (each with
@@ -53,50 +55,88 @@ inline std::vector<pipeline_setup> setups_of_world() {
   return out;
 }
 
+// A Model of `config` over the setup's mesh, from `start`, and its trainer.
+template <class Model>
+class model_run {
+ public:
+  using trainer_type = parallel::trainer<Model>;
+
+  model_run(pipeline_setup const& su, typename Model::config_type const& config, values const& start,
+            std::size_t samples, run_options const& o)
+      : setup_(su),
+        config_(config),
+        mesh_(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}}),
+        stage_(mesh_.submesh({"dp", "tp"})),
+        accounting_(parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp)) {
+    // MPI's reduce-scatter, whatever this machine would measure faster: two runs sum in the same order.
+    stage_.state<collective_tuning>().prefer(reduce_scatter_algorithm::mpi);
+    std::size_t const s = mesh_.coordinates()[1];
+    auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
+    std::vector<Model*> pointers;
+    for (std::size_t k = 0; k < su.chunks; ++k) {
+      chunks_.emplace_back(
+          stage_, config, [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
+      pointers.push_back(&chunks_.back());
+    }
+    trainer_.emplace(pointers, mesh_,
+                     parallel::training_options{.stage = su.stage,
+                                                .method = o.method,
+                                                .lr_schedule = o.lr_schedule,
+                                                .clip_norm = o.clip_norm,
+                                                .bucket_bytes = 512,
+                                                .schedule = su.schedule,
+                                                .scaling = o.scaling});
+  }
+
+  [[nodiscard]] trainer_type& trainer() { return *trainer_; }
+  [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
+  [[nodiscard]] std::deque<Model>& chunks() { return chunks_; }
+
+  // One step on the batch's samples, split into the setup's micro-batches.
+  typename trainer_type::step_result step(batch const& b) {
+    std::vector<typename trainer_type::micro_batch> micro;
+    for (std::size_t a = 0; a < setup_.micro_batches; ++a) {
+      interval const part = accounting_.micro_step(a);
+      layout const& l = chunks_.front().layouts().ids;
+      micro.push_back(
+          {rows(stage_, l, b.tokens, part, config_.sequence), rows(stage_, l, b.targets, part, config_.sequence)});
+    }
+    return trainer_->step(micro);
+  }
+
+  // The parameters this rank's stage holds, gathered, as double.
+  [[nodiscard]] values parameters() {
+    values out;
+    for (Model& chunk : chunks_)
+      chunk.for_each_parameter([&](std::string const& name, auto& p) {
+        auto const g = gather(p.stored());
+        for (std::size_t i = 0; i < g.size(); ++i) out[name].push_back(static_cast<double>(g.data()[i]));
+      });
+    return out;
+  }
+
+ private:
+  pipeline_setup setup_;
+  typename Model::config_type config_;
+  device_mesh mesh_, stage_;
+  parallel::batch_accounting accounting_;
+  std::deque<Model> chunks_;  // the trainer keeps pointers to them
+  std::optional<trainer_type> trainer_;
+};
+
 // The parameters this rank's stage holds after o.steps steps of a Model of `config`, and every step's loss and
 // norm; batch_of(step) gives a step's `samples` sequences.
 template <class Model>
 history train(pipeline_setup const& su, typename Model::config_type const& config, values const& start,
               std::size_t samples, std::function<batch(std::size_t)> const& batch_of, run_options const& o) {
-  using trainer_type = parallel::trainer<Model>;
-  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}});
-  device_mesh const stage = mesh.submesh({"dp", "tp"});
-  std::size_t const s = mesh.coordinates()[1];
-  auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
-  std::deque<Model> chunks;  // trainers keep pointers to them
-  std::vector<Model*> pointers;
-  for (std::size_t k = 0; k < su.chunks; ++k) {
-    chunks.emplace_back(stage, config, [&](std::string const& name) { return start.at(name); }, parts[k * su.pp + s]);
-    pointers.push_back(&chunks.back());
-  }
-  trainer_type train(pointers, mesh,
-                     {.stage = su.stage,
-                      .method = o.method,
-                      .lr_schedule = o.lr_schedule,
-                      .clip_norm = o.clip_norm,
-                      .bucket_bytes = 512,
-                      .schedule = su.schedule});
-  auto const accounting = parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp);
+  model_run<Model> run(su, config, start, samples, o);
   history h;
   for (std::size_t step = 0; step < o.steps; ++step) {
-    batch const b = batch_of(step);
-    std::vector<typename trainer_type::micro_batch> micro;
-    for (std::size_t a = 0; a < su.micro_batches; ++a) {
-      interval const part = accounting.micro_step(a);
-      layout const& l = chunks.front().layouts().ids;
-      micro.push_back(
-          {rows(stage, l, b.tokens, part, config.sequence), rows(stage, l, b.targets, part, config.sequence)});
-    }
-    auto const r = train.step(micro);
+    auto const r = run.step(batch_of(step));
     h.losses.push_back(r.loss);
     h.norms.push_back(r.grad_norm);
   }
-  for (Model& chunk : chunks)
-    chunk.for_each_parameter([&](std::string const& name, auto& p) {
-      auto const g = gather(p.stored());
-      auto& out = h.parameters[name];
-      for (std::size_t i = 0; i < g.size(); ++i) out.push_back(static_cast<double>(g.data()[i]));
-    });
+  h.parameters = run.parameters();
   return h;
 }
 

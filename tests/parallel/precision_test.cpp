@@ -2,7 +2,8 @@
 // type; gradients, master weights and the optimizer's state in float):
 // both models over every dp x pp x tp setup of the world with each ZeRO
 // stage, 20 steps, against the float run of the same setup and against
-// each other.
+// each other; fp16's loss scaling through an injected overflow; and a bf16
+// run's checkpoint resumed under another layout and under float.
 //
 // Tolerances, from the formats' unit roundoff u (bf16 2^-9 = 2.0e-3, fp16
 // 2^-12 = 2.4e-4): the 16-bit run rounds every parameter and activation,
@@ -26,10 +27,17 @@
 #include <shardmesh/models/gpt.hpp>
 #include <shardmesh/models/llama.hpp>
 
+#if SHARDMESH_TEST_CHECKPOINTS
+#include "../io/scratch_dir.hpp"
+
+#include <shardmesh/io/training_state.hpp>
+#endif
+
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -131,3 +139,107 @@ TEST_CASE("bf16 and fp16 training of the GPT follows the float run and agrees ac
 TEST_CASE("bf16 and fp16 training of the Llama follows the float run and agrees across setups", "[precision][llama]") {
   check_precisions<parallel::llama>(llama_config(), lr::init(llama_sizes, 5), llama_sizes.B, llama_batch);
 }
+
+namespace {
+
+// Every tensor of the training state this rank holds, as double.
+template <class Trainer>
+values state_of(Trainer& trainer) {
+  values out;
+  trainer.for_each_state([&](std::string const& name, auto const& x) {
+    auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.local());
+    for (std::size_t i = 0; i < host.size(); ++i) out[name].push_back(static_cast<double>(host.data()[i]));
+  });
+  return out;
+}
+
+bool on_every_rank(bool mine) {
+  int value = mine ? 1 : 0, low = 0, high = 0;
+  MPI_Allreduce(&value, &low, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&value, &high, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return low == 1 && high == 1;
+}
+
+// Two pipeline stages where the ranks pair up, else one; data parallel over the rest.
+pipeline_setup pipelined(parallel::zero_stage stage) {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::size_t const pp = n % 2 == 0 ? 2 : 1;
+  return {n / pp, pp, 1, parallel::schedule_kind::one_f_one_b, 1, stage, 2, {}};
+}
+
+}  // namespace
+
+TEST_CASE("fp16: an overflow on one rank of one stage skips the step everywhere; the scale backs off and grows back",
+          "[precision][scaling]") {
+  using model = parallel::gpt<fp16, host>;
+  values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
+  run_options o = options;
+  o.scaling = {.initial = 1024, .interval = 3};
+  model_run<model> run(pipelined(parallel::zero_stage::gradients), gpt_config(), start, gpt_sizes.B, o);
+  auto& trainer = run.trainer();
+  // The last rank (of the last stage) writes +inf into a gradient after the first backward stage that has one.
+  bool inject = false;
+  trainer.trace([&](parallel::stage_event const& e) {
+    if (!inject || test::world_rank() != test::world_size() - 1 || e.phase != parallel::backward_phase || e.before)
+      return;
+    for (model& chunk : run.chunks())
+      chunk.for_each_parameter_of(e.stage, [&](std::string const&, auto& p) {
+        if (!inject || !p.has_grad() || p.grad().local().size() == 0) return;
+        p.grad().local().data()[0] = std::numeric_limits<float>::infinity();
+        inject = false;
+      });
+  });
+  for (std::size_t step = 0; step < 6; ++step) {
+    CAPTURE(step);
+    values const before = state_of(trainer);
+    inject = step == 2;
+    auto const r = run.step(gpt_batch(step));
+    if (step == 2) {
+      CHECK(on_every_rank(r.skipped));
+      CHECK_FALSE(std::isfinite(r.grad_norm));
+      CHECK(trainer.loss_scale() == 512);  // backed off
+      CHECK(trainer.steps() == 2);         // the optimizer's count stays
+      CHECK(state_of(trainer) == before);  // parameters, master copies, optimizer state
+    } else {
+      CHECK(on_every_rank(!r.skipped));
+      CHECK(std::isfinite(r.loss));
+      CHECK(trainer.steps() == (step < 2 ? step + 1 : step));
+      CHECK(trainer.loss_scale() == (step < 2 ? 1024 : step < 5 ? 512 : 1024));  // grown back after 3 good steps
+    }
+  }
+}
+
+#if SHARDMESH_TEST_CHECKPOINTS
+TEST_CASE("a bf16 run's checkpoint, float master state, resumes under another layout and under float",
+          "[precision][checkpoint]") {
+  using bf16_model = parallel::gpt<bf16, host>;
+  values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
+  test::scratch_dir const dir("shardmesh-precision");
+  auto const setups = setups_of_world();
+  pipeline_setup const& saving = setups.front();  // ZeRO-0, no pipeline
+  pipeline_setup const resuming = pipelined(parallel::zero_stage::parameters);
+  model_run<bf16_model> original(saving, gpt_config(), start, gpt_sizes.B, options);
+  for (std::size_t step = 0; step < 3; ++step) original.step(gpt_batch(step));
+  {
+    io::checkpoint_writer out(original.mesh(), dir / "state.h5");
+    io::save_training_state(out, original.trainer(), {.step = 3, .samples = 12, .seed = 1, .configuration = "bf16"});
+    out.commit();
+  }
+  std::uint64_t const saved = io::training_state_digest(original.trainer(), original.mesh());
+  double const next = original.step(gpt_batch(3)).loss;
+
+  // Another layout in bf16: the same state bit for bit, the same next step within the setups' tolerance.
+  model_run<bf16_model> again(resuming, gpt_config(), start, gpt_sizes.B, options);
+  io::checkpoint_reader const in(again.mesh(), dir / "state.h5");
+  CHECK(io::load_training_state(in, again.trainer()).step == 3);
+  CHECK(io::training_state_digest(again.trainer(), again.mesh()) == saved);
+  CHECK(std::abs(again.step(gpt_batch(3)).loss - next) <= 5e-3 * next);
+
+  // Float: the master copies are its parameters, the same state bit for bit; its next step within bf16's tolerance.
+  model_run<parallel::gpt<float, host>> in_float(resuming, gpt_config(), start, gpt_sizes.B, options);
+  io::checkpoint_reader const again_in(in_float.mesh(), dir / "state.h5");
+  CHECK(io::load_training_state(again_in, in_float.trainer()).step == 3);
+  CHECK(io::training_state_digest(in_float.trainer(), in_float.mesh()) == saved);
+  CHECK(std::abs(in_float.step(gpt_batch(3)).loss - next) <= 1e-2 * next);
+}
+#endif

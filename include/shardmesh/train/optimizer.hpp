@@ -159,6 +159,21 @@ void update_block(optimizer const& o, T* value, T* grad, std::vector<T*> const& 
   o.apply(u);
 }
 
+// A bf16 or fp16 parameter's value rounded from its float master copy (in
+// the state layout `state`), into the layout it is stored in.
+template <class T, std::size_t Rank, class MemorySpace>
+  requires parameter<T, Rank, MemorySpace>::has_master
+void round_from_master(parameter<T, Rank, MemorySpace>& p, bound_layout const& state,
+                       execution_space_of<MemorySpace> const& exec = {}) {
+  auto const& master = p.master(state, exec);
+  auto value = ops::make_result<T, Rank, MemorySpace>(p.mesh(), master.bound(), master.global_extents());
+  ops::local::convert(exec, ops::local::flat(master.local()), ops::local::flat(value.local()));
+  mesh_shape const& shape = p.mesh().shape();
+  bool const in_place =
+      shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
+  p.replace_stored(in_place ? value : ops::detail::to_layout(value, p.stored().bound(), exec));
+}
+
 // Step t (from 1) of o on p, its gradient times `scale`, in state layout
 // `state`. A bf16 or fp16 parameter steps its float master copy (in the
 // state layout) and takes its value rounded from it. Precondition: p has a
@@ -168,9 +183,6 @@ void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout
             double scale, execution_space_of<MemorySpace> const& exec = {}) {
   using param = parameter<T, Rank, MemorySpace>;
   using G = typename param::grad_type;
-  mesh_shape const& shape = p.mesh().shape();
-  bool const in_place =
-      shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
   auto const grad = ops::detail::to_layout(p.grad(), state, exec);
   std::vector<G*> states;
   for (std::size_t i = 0; i < o.state_tensors(); ++i) states.push_back(p.optimizer_state(i, state).local().data());
@@ -178,10 +190,11 @@ void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout
     auto& master = p.master(state, exec);
     update_block<G, MemorySpace>(o, master.local().data(), grad.local().data(), states, master.local().size(), t, scale,
                                  exec);
-    auto value = ops::make_result<T, Rank, MemorySpace>(p.mesh(), master.bound(), master.global_extents());
-    ops::local::convert(exec, ops::local::flat(master.local()), ops::local::flat(value.local()));
-    p.replace_stored(in_place ? value : ops::detail::to_layout(value, p.stored().bound(), exec));
+    round_from_master(p, state, exec);
   } else {
+    mesh_shape const& shape = p.mesh().shape();
+    bool const in_place =
+        shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
     auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
     update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
                                  exec);

@@ -43,6 +43,12 @@
 // above (ZeRO stages, buckets, clipping) works inside each stage unchanged;
 // the norm and the loss are summed over the stages. Without "pp" the same
 // runs as one stage: 1F1B on one stage is forward and backward in turn.
+//
+// Precision: a model of bf16 or fp16 computes in that type; its gradients,
+// their reductions and the optimizer (a float master copy of each
+// parameter beside its state, sharded by the ZeRO stage as the state is)
+// run in float (nn/parameter.hpp). An fp16 model's loss is scaled
+// (loss_scaling): a step that overflows is skipped on every rank.
 
 #include "shardmesh/comm/all_gather.hpp"
 #include "shardmesh/comm/all_reduce.hpp"
@@ -76,10 +82,26 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace shardmesh::parallel {
+
+// fp16's dynamic loss scaling (bf16 and float need none; the trainer uses
+// it for models of fp16 only): the loss is multiplied by the scale before
+// backward, so that small gradients stay above fp16's subnormals; a step
+// whose gradients hold an inf or a NaN on any rank is skipped on every rank
+// (the global norm, summed over the whole mesh, is then not finite) and the
+// scale multiplied by `backoff`; after `interval` steps in a row without
+// one, by `growth`. PyTorch's GradScaler defaults.
+struct loss_scaling {
+  bool enabled = true;
+  double initial = 65536;
+  double growth = 2;
+  double backoff = 0.5;
+  std::size_t interval = 2000;
+};
 
 struct training_options {
   zero_stage stage = zero_stage::none;
@@ -92,7 +114,8 @@ struct training_options {
   std::size_t bucket_bytes = std::size_t{25} << 20;  // gradient bucket size (at least one parameter each)
   bool overlap = true;  // start each bucket's reduction during backward (false: all after it, to compare)
   schedule_kind schedule = schedule_kind::one_f_one_b;  // the pipeline's schedule
-  bool timeline = false;  // start each step at a barrier and time every compute action (timeline())
+  bool timeline = false;      // start each step at a barrier and time every compute action (timeline())
+  loss_scaling scaling = {};  // fp16 models only
 };
 
 // Why the options cannot be used; empty when they can. The same on every
@@ -103,6 +126,11 @@ struct training_options {
   if (o.bucket_bytes == 0) return "training: the gradient bucket size must be at least 1 byte, not 0";
   if (!std::isfinite(o.clip_norm) || o.clip_norm < 0)
     return "training: the clipping norm is " + std::to_string(o.clip_norm) + ", which is not 0 (none) or positive";
+  loss_scaling const& l = o.scaling;
+  if (!std::isfinite(l.initial) || l.initial <= 0 || !std::isfinite(l.growth) || l.growth < 1 || !(l.backoff > 0) ||
+      l.backoff >= 1 || l.interval == 0)
+    return "training: loss scaling needs a positive finite initial scale, growth >= 1, backoff in (0, 1) and an "
+           "interval of at least 1 step";
   return o.method.error();
 }
 
@@ -140,8 +168,9 @@ class trainer {
   };
   struct step_result {
     double loss = 0;            // the mean over the step's target tokens
-    double grad_norm = 0;       // the global norm before clipping
+    double grad_norm = 0;       // the global norm before clipping (not finite in a skipped step)
     double reduction_wait = 0;  // seconds spent after backward finishing the gradients' reductions
+    bool skipped = false;       // fp16: an inf or a NaN in the gradients, no update (loss_scaling)
   };
 
   // Collective: moves every parameter to where its stage keeps it.
@@ -188,14 +217,20 @@ class trainer {
   void trace(trace_hook hook) { user_trace_ = std::move(hook); }
 
   [[nodiscard]] training_options const& options() const { return options_; }
+  // The optimizer's step count: steps skipped for an overflow do not count.
   [[nodiscard]] std::size_t steps() const { return steps_; }
+  // fp16's loss scale now (1 where there is no loss scaling).
+  [[nodiscard]] double loss_scale() const { return scaled() ? loss_scale_ : 1.0; }
   // Continues a run from its step `steps` (the optimizer's step count; a
   // checkpoint's, io/training_state.hpp).
   void resume_at(std::size_t steps) { steps_ = steps; }
 
   // visit(name, tensor) for every tensor of the training state this rank
   // holds, each in the layout its ZeRO stage keeps it: a parameter's stored
-  // value as "parameters/<name>" and its optimizer state tensor i as
+  // value as "parameters/<name>" (a bf16 or fp16 parameter's float master
+  // copy, in the state layout, its value rounded from it after the visit:
+  // checkpoints hold float whatever the run computes in, and resume in any
+  // precision) and its optimizer state tensor i as
   // "optimizer/<name>/<state name>" (zeros before the first step). The names do not
   // depend on the stage or chunk that holds the parameter, so any other
   // pipeline finds them. Collective over each tensor's stage mesh when
@@ -205,8 +240,13 @@ class trainer {
     for (Model* chunk : chunks_)
       for (std::size_t s = 0; s < chunk->stage_count(); ++s)
         chunk->for_each_parameter_of(s, [&](std::string const& name, auto& p) {
-          visit("parameters/" + name, p.stored());
           bound_layout const state = state_layouts_for(p.compute_layout(), options_.stage, dp_).state;
+          if constexpr (std::remove_reference_t<decltype(p)>::has_master) {
+            visit("parameters/" + name, p.master(state));  // the value as float, whatever the run computes in
+            round_from_master(p, state);                   // the value again, from what the visit may have read
+          } else {
+            visit("parameters/" + name, p.stored());
+          }
           for (std::size_t i = 0; i < options_.method.state_tensors(); ++i)
             visit("optimizer/" + name + "/" + options_.method.state_name(i), p.optimizer_state(i, state));
         });
@@ -251,7 +291,8 @@ class trainer {
     progress_hook& hook = stage_mesh_.state<progress_hook>();
     hook.set([this] { advance(); });
     memory_phases phases(mesh_.ledger(), {"forward", "backward", "reduction", "update"});
-    r.loss = run_schedule(batch, tokens, phases, exec);
+    double const loss_scale = this->loss_scale();  // the loss averages over tokens / scale: gradients times scale
+    r.loss = run_schedule(batch, tokens / loss_scale, phases, exec) / loss_scale;
     phases.begin();
     auto const reducing = std::chrono::steady_clock::now();
     reduce(exec);
@@ -259,11 +300,17 @@ class trainer {
     r.reduction_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - reducing).count();
     phases.end(2);
     phases.begin();
-    r.grad_norm = global_norm(exec);
-    double const scale =
-        options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
-    ++steps_;
-    update(lr_factor, scale, exec);
+    r.grad_norm = global_norm(exec) / loss_scale;  // the same on every rank
+    r.skipped = scaled() && !std::isfinite(r.grad_norm);
+    if (r.skipped) {
+      for (auto& p : parameters_) p->zero_grad();
+    } else {
+      double const clip =
+          options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
+      ++steps_;
+      update(lr_factor, clip / loss_scale, exec);
+    }
+    adjust_loss_scale(r.skipped);
     phases.end(3);
     memory_ = phases.report();
     return r;
@@ -290,6 +337,21 @@ class trainer {
     saved_activations saved;
     weight_gradient_queue weights;
   };
+
+  // fp16 models scale their loss unless told not to.
+  [[nodiscard]] bool scaled() const { return std::is_same_v<value_type, fp16> && options_.scaling.enabled; }
+
+  // Backs off after a skipped step; grows after `interval` steps without one.
+  void adjust_loss_scale(bool skipped) {
+    if (!scaled()) return;
+    loss_scaling const& l = options_.scaling;
+    good_steps_ = skipped ? 0 : good_steps_ + 1;
+    if (skipped) loss_scale_ *= l.backoff;
+    if (good_steps_ == l.interval) {
+      loss_scale_ *= l.growth;
+      good_steps_ = 0;
+    }
+  }
 
   static device_mesh stage_mesh_of(device_mesh const& mesh) {
     std::size_t const pp = mesh.shape().find("pp");
@@ -659,6 +721,8 @@ class trainer {
   detail::stage_transfers<activation>* transfers_ = nullptr;
   std::vector<timed_action> timeline_;
   std::size_t steps_ = 0;
+  double loss_scale_ = options_.scaling.initial;
+  std::size_t good_steps_ = 0;  // steps since the loss scale last changed or a step was skipped
   memory_report memory_;
 };
 
