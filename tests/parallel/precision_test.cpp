@@ -243,3 +243,57 @@ TEST_CASE("a bf16 run's checkpoint, float master state, resumes under another la
   CHECK(std::abs(in_float.step(gpt_batch(3)).loss - next) <= 1e-2 * next);
 }
 #endif
+
+namespace {
+
+// The most activation bytes the last step's ledger held.
+template <class Trainer>
+std::size_t activation_peak(Trainer const& trainer) {
+  std::size_t most = 0;
+  for (parallel::phase_memory const& p : trainer.memory().phases)
+    most = std::max(most, p.peak[static_cast<std::size_t>(memory_category::activations)]);
+  return most;
+}
+
+// Two steps of every setup of the world with each recomputation mode: losses, norms and parameters bitwise those
+// without, and fewer activations kept (on ranks that keep any).
+template <template <class, class> class Model, class Config>
+void check_recomputation(Config config, values const& start, std::size_t samples,
+                         std::function<batch(std::size_t)> const& batch_of) {
+  run_options o = options;
+  o.steps = 2;
+  for (pipeline_setup const& s : setups_of_world()) {
+    INFO(describe(s));
+    std::vector<history> runs;
+    std::vector<std::size_t> kept;
+    for (parallel::recompute_mode mode : parallel::recompute_modes) {
+      config.recompute = mode;
+      model_run<Model<float, host>> run(s, config, start, samples, o);
+      history h;
+      for (std::size_t step = 0; step < o.steps; ++step) {
+        auto const r = run.step(batch_of(step));
+        h.losses.push_back(r.loss);
+        h.norms.push_back(r.grad_norm);
+      }
+      h.parameters = run.parameters();
+      runs.push_back(std::move(h));
+      kept.push_back(activation_peak(run.trainer()));
+    }
+    for (std::size_t m = 1; m < runs.size(); ++m) {
+      CAPTURE(to_string(parallel::recompute_modes[m]));
+      CHECK(runs[m].losses == runs[0].losses);
+      CHECK(runs[m].norms == runs[0].norms);
+      CHECK(runs[m].parameters == runs[0].parameters);
+      CHECK((kept[m] < kept[m - 1] || kept[m - 1] == 0));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("recomputation gives bitwise the gradients without it, for each mode, schedule and ZeRO stage",
+          "[precision][recomputation]") {
+  check_recomputation<parallel::gpt>(gpt_config(), test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5)),
+                                     gpt_sizes.B, gpt_batch);
+  check_recomputation<parallel::llama>(llama_config(), lr::init(llama_sizes, 5), llama_sizes.B, llama_batch);
+}

@@ -64,8 +64,12 @@ struct gpt_architecture {
            typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation));
     feed f(typename feed::up(declared.template take<2>(prefix + "w1"), layouts.whole_rows, layouts.features),
            typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
-    return {make_norm(declared, c, prefix + "ln1"), std::move(a), make_norm(declared, c, prefix + "ln2"), std::move(f),
-            layouts.activation};
+    return {make_norm(declared, c, prefix + "ln1"),
+            std::move(a),
+            make_norm(declared, c, prefix + "ln2"),
+            std::move(f),
+            layouts.activation,
+            c.recompute};
   }
 };
 

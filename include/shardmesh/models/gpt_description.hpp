@@ -13,6 +13,7 @@
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/models/decoder_description.hpp"
 #include "shardmesh/plan/model_description.hpp"
+#include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 
 #include <cstddef>
@@ -26,6 +27,7 @@ struct gpt_config {
   std::size_t vocabulary = 0, sequence = 0, hidden = 0, heads = 0, head_size = 0, ffn = 0, layers = 0;
   double eps = 1e-5;
   bool sequence_parallel = false;
+  recompute_mode recompute = recompute_mode::none;  // activation recomputation per block
 };
 
 // What is wrong with c, naming the field; empty if nothing.

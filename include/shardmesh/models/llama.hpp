@@ -73,8 +73,12 @@ struct llama_architecture {
     };
     feed f(up("w1"), up("w3"),
            typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
-    return {make_norm(declared, c, prefix + "ln1"), make_attention(declared, c, layouts, prefix),
-            make_norm(declared, c, prefix + "ln2"), std::move(f), layouts.activation};
+    return {make_norm(declared, c, prefix + "ln1"),
+            make_attention(declared, c, layouts, prefix),
+            make_norm(declared, c, prefix + "ln2"),
+            std::move(f),
+            layouts.activation,
+            c.recompute};
   }
 };
 

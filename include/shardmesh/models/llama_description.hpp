@@ -19,6 +19,7 @@
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/models/decoder_description.hpp"
 #include "shardmesh/plan/model_description.hpp"
+#include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
 
 #include <cstddef>
@@ -33,6 +34,7 @@ struct llama_config {
   double eps = 1e-5;
   double rope_base = 10000;
   bool sequence_parallel = false;
+  recompute_mode recompute = recompute_mode::none;  // activation recomputation per block
 };
 
 // What is wrong with c, naming the field; empty if nothing.

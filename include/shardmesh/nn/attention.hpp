@@ -15,6 +15,11 @@
 // a group): each rank then computes every key/value head, copies out the
 // ones its query heads read, and its key/value gradients are partial on tp,
 // reduced once in the projections' weight gradients (linear.hpp).
+//
+// With selective recomputation (strategy/recomputation.hpp) the forward
+// drops the probabilities and the backward computes them again from the
+// kept queries and keys: the same kernels on the same inputs, so the
+// gradients are bitwise those without.
 
 #include "shardmesh/nn/linear.hpp"
 #include "shardmesh/ops/einsum.hpp"
@@ -57,14 +62,18 @@ class attention {
     visit(prefix + "wo", o_.w());
   }
 
+  // Whether the forward keeps the probabilities (none) or the backward recomputes them (selective).
+  void recompute_core(bool recompute) { recompute_core_ = recompute; }
+
   activation forward(activation const& x, exec_type const& exec = {}) {
     auto const rows = ops::to_layout(x, bind(x.mesh().shape(), q_.input_layout()), exec);  // gathered once
     query_ = rotated(q_.forward(rows, exec), exec);
     key_ = query_heads(rotated(k_.forward(rows, exec), exec), exec);
     value_ = query_heads(v_.forward(rows, exec), exec);
-    probabilities_ =
-        ops::softmax(ops::einsum<"bthd,bshd->bhts">(scale_, query_, key_, exec), ops::masking::causal, exec);
-    return o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
+    probabilities_ = core(exec);
+    activation y = o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
+    if (recompute_core_) probabilities_ = {};
+    return y;
   }
 
   template <class Visit>
@@ -79,6 +88,7 @@ class attention {
 
   // The input gradient, P(sum:tp).
   activation backward(activation const& dy, exec_type const& exec = {}) {
+    if (recompute_core_) probabilities_ = core(exec);
     heads const d_out = o_.backward(dy, exec);
     auto const d_prob = ops::einsum<"bthd,bshd->bhts">(d_out, value_, exec);
     heads const d_value = ops::einsum<"bhts,bthd->bshd">(probabilities_, d_out, exec);
@@ -94,6 +104,11 @@ class attention {
   }
 
  private:
+  // The attention core: softmax of the scaled, causally masked scores.
+  heads core(exec_type const& exec) const {
+    return ops::softmax(ops::einsum<"bthd,bshd->bhts">(scale_, query_, key_, exec), ops::masking::causal, exec);
+  }
+
   [[nodiscard]] std::size_t query_head_count() const { return q_.w().value().global_extents()[1]; }
   [[nodiscard]] bool grouped() const { return k_.w().value().global_extents()[1] != query_head_count(); }
 
@@ -117,6 +132,7 @@ class attention {
   output o_;
   double rotary_base_ = 0;
   accumulation_t<T> scale_ = 1;
+  bool recompute_core_ = false;
   heads query_, key_, value_;
   dynamic_dtensor<T, 4, MemorySpace> probabilities_;
 };

@@ -48,14 +48,17 @@ struct stage_declaration {
   std::vector<saved_spec> saved;
   stage_work work;
   std::vector<transition_spec> transitions;
+  stage_work core;  // what selective recomputation runs again (model_description.hpp)
 
   stage_declaration& operator+=(stage_declaration const& more) {
     auto const append = [](auto& to, auto const& from) { to.insert(to.end(), from.begin(), from.end()); };
     append(saved, more.saved);
-    append(work.products, more.work.products);
-    append(work.forward, more.work.forward);
-    append(work.input, more.work.input);
-    append(work.weight, more.work.weight);
+    for (auto [to, from] : {std::pair{&work, &more.work}, std::pair{&core, &more.core}}) {
+      append(to->products, from->products);
+      append(to->forward, from->forward);
+      append(to->input, from->input);
+      append(to->weight, from->weight);
+    }
     append(transitions, more.transitions);
     return *this;
   }
@@ -213,7 +216,7 @@ struct kv_layouts {
   d.saved.insert(d.saved.end(), {{"query", per_head, L.heads},
                                  {"key", per_head, L.heads},  // copied out per query head where grouped
                                  {"value", per_head, L.heads},
-                                 {"probabilities", {at.samples(), a.heads, S, S}, L.scores},
+                                 {"probabilities", {at.samples(), a.heads, S, S}, L.scores, false, true},
                                  {"o.x", per_head, L.heads}});  // the weighted values
   if (kv == heads)
     d.work.products = {{3, t, hd, at.hidden(), true}};  // q, k, v
@@ -225,6 +228,8 @@ struct kv_layouts {
   double const scores = static_cast<double>(b * heads * S * S), tokens = static_cast<double>(t);
   d.work.forward = {{kernel_kind::softmax_forward, scores}};
   d.work.input = {{kernel_kind::softmax_backward, scores}};
+  d.core.products = {{b * heads, S, S, D, false}};  // the scores, and their softmax, again
+  d.core.forward = {{kernel_kind::softmax_forward, scores}};
   if (a.kv_heads != a.heads) {  // keys and values copied out per query head, their gradients summed back
     d.work.forward.push_back({kernel_kind::add, tokens * static_cast<double>(hd), 2});
     d.work.input.push_back({kernel_kind::add, tokens * static_cast<double>(hd), 2});
@@ -345,7 +350,8 @@ struct kv_layouts {
           std::move(parameters),
           std::move(layers.saved),
           std::move(layers.work),
-          std::move(layers.transitions)};
+          std::move(layers.transitions),
+          std::move(layers.core)};
 }
 
 }  // namespace shardmesh::parallel

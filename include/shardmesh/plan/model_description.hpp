@@ -12,6 +12,7 @@
 //
 // Pure; no Kokkos or MPI.
 
+#include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
@@ -50,13 +51,16 @@ struct parameter_spec {
 // A tensor a stage's forward keeps for its backward, per micro-batch: its
 // global extents and layout; per_row: one value per row of that tensor
 // (every dimension but the last: a norm's mean or 1/std, a loss's row
-// maximum). A tensor several layers keep is declared once; the batch's own
-// ids and targets are not declared.
+// maximum; kept in float whatever the model's precision). A tensor several
+// layers keep is declared once; the batch's own ids and targets are not
+// declared. core: attention's probabilities, which selective recomputation
+// drops (strategy/recomputation.hpp).
 struct saved_spec {
   std::string name;
   std::vector<std::size_t> extents;
   layout placement;
   bool per_row = false;
+  bool core = false;
 };
 
 // A redistribution a stage makes per micro-batch, in its forward or its
@@ -82,6 +86,9 @@ struct stage_description {
   std::vector<saved_spec> saved;
   stage_work work;  // on the stage mesh's rank 0 (the largest shards)
   std::vector<transition_spec> transitions;
+  // What selective recomputation runs again in backward: the attention
+  // core's products and kernels (a stage without attention has none).
+  stage_work core;
 };
 
 // What crosses a chunk boundary per micro-batch: an activation (or its
@@ -108,6 +115,35 @@ class model_description {
   // Why the model cannot be split over `tp` tensor-parallel ranks; empty when it can.
   [[nodiscard]] virtual std::string tensor_parallel_error(std::size_t tp) const = 0;
 };
+
+// The stages as a run with recomputation `mode` keeps and computes them
+// (strategy/recomputation.hpp): selective drops the core's saved tensors
+// and runs the core's work again in backward; full keeps only the input of
+// each block (the boundary tensor, `input`) and runs the block's whole
+// forward again in backward, its redistributions included.
+[[nodiscard]] inline std::vector<stage_description> with_recomputation(std::vector<stage_description> stages,
+                                                                       recompute_mode mode,
+                                                                       boundary_spec const& input) {
+  if (mode == recompute_mode::none) return stages;
+  for (stage_description& s : stages) {
+    if (s.place != stage_place::block) continue;
+    stage_work& w = s.work;
+    bool const full = mode == recompute_mode::full;
+    stage_work const& again = full ? stage_work{w.products, w.forward, {}, {}, {}} : s.core;
+    w.recomputed.insert(w.recomputed.end(), again.products.begin(), again.products.end());
+    w.input.insert(w.input.end(), again.forward.begin(), again.forward.end());
+    if (full) {
+      s.saved = {{s.name + ".input", input.extents, input.placement}};
+      std::vector<transition_spec> forward;
+      for (transition_spec t : s.transitions)
+        if (!t.in_backward) forward.push_back((t.in_backward = true, t));
+      s.transitions.insert(s.transitions.end(), forward.begin(), forward.end());
+    } else {
+      std::erase_if(s.saved, [](saved_spec const& t) { return t.core; });
+    }
+  }
+  return stages;
+}
 
 // Forward flops of a stage's work (its backward's are twice as many).
 [[nodiscard]] inline double forward_flops(stage_work const& w) {

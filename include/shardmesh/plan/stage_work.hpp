@@ -104,6 +104,9 @@ inline constexpr stage_kind stage_kinds[] = {stage_kind::embedding, stage_kind::
 struct stage_work {
   std::vector<product_spec> products;               // F's; I's and W's derived
   std::vector<kernel_spec> forward, input, weight;  // kernels of F, I and W
+  // Forward products run again at the start of I (activation recomputation:
+  // their kernels are in `input` already).
+  std::vector<product_spec> recomputed;
 };
 
 // The backward of `p`: its input gradient's product (to I) and its second
