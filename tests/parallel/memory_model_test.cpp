@@ -50,7 +50,9 @@ namespace {
 // sequence parallelism), its description, its starting values and a batch
 // of `global` samples.
 struct gpt_case {
-  using model = parallel::gpt<float, host>;
+  template <class T>
+  using model = parallel::gpt<T, host>;
+  static constexpr bool precisions = true;  // trained in every precision and recomputation mode
   using description = parallel::gpt_description;
   static ref::config sizes(std::size_t global) {
     ref::config c = tiny(global);
@@ -67,7 +69,9 @@ struct gpt_case {
 };
 
 struct llama_case {
-  using model = parallel::llama<float, host>;
+  template <class T>
+  using model = parallel::llama<T, host>;
+  static constexpr bool precisions = true;
   using description = parallel::llama_description;
   static test::llama_reference::config sizes(std::size_t global) {
     return {.V = 19, .T = 5, .C = 8, .H = 4, .K = 1, .D = 4, .F = 10, .L = 4, .B = global};
@@ -86,7 +90,9 @@ struct llama_case {
 
 // The tests' own model (residual_mlp.hpp): blocks of MLP widths 6, 15, 4 and 11; no sequence parallelism.
 struct residual_case {
-  using model = test::residual::model<float, host>;
+  template <class T>
+  using model = test::residual::model<T, host>;
+  static constexpr bool precisions = false;  // written in float
   using description = test::residual::description;
   static test::residual_reference::config sizes() { return {.V = 19, .T = 5, .C = 8, .widths = {6, 15, 4, 11}}; }
   static test::residual::config config(bool) {
@@ -119,7 +125,7 @@ TEMPLATE_TEST_CASE("the declared stages name, size and place every parameter as 
     for (bool sequence_parallel : {false, TestType::sequence_parallel}) {
       auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", n / tp}, {"tp", tp}});
-      typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
+      typename TestType::template model<float> m(mesh, g, [&](std::string const& name) { return start.at(name); });
       std::vector<parallel::parameter_spec> declared;
       for (parallel::stage_description const& s : typename TestType::description(g).stages(mesh.shape(), n))
         declared.insert(declared.end(), s.parameters.begin(), s.parameters.end());
@@ -149,7 +155,7 @@ TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives an
     for (bool sequence_parallel : {false, TestType::sequence_parallel}) {
       auto const g = TestType::config(sequence_parallel);
       device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}});
-      typename TestType::model m(mesh, g, [&](std::string const& name) { return start.at(name); });
+      typename TestType::template model<float> m(mesh, g, [&](std::string const& name) { return start.at(name); });
       // Gradients stay partial on dp, as the trainer accumulates them.
       m.for_each_parameter([&](std::string const&, auto& p) {
         p.accumulate_in(parallel::state_layouts_for(p.compute_layout(), parallel::zero_stage::none, 0).accumulate);
@@ -189,47 +195,70 @@ TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives an
     }
 }
 
+namespace {
+
+// One step of `plan` with the model computing in T: the ledger's peaks against the memory model's, rank by rank.
+template <class TestType, class T>
+void check_plan(parallel::training_plan const& plan, parallel::memory_model const& predict, bool sequence_parallel,
+                std::size_t global) {
+  auto g = TestType::config(sequence_parallel);
+  if constexpr (requires { g.recompute; }) g.recompute = plan.recompute;
+  values const start = TestType::start();
+  using model = typename TestType::template model<T>;
+  using trainer_type = parallel::trainer<model>;
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
+  device_mesh const stage = mesh.submesh({"dp", "tp"});
+  std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
+  auto const parts = parallel::partition_layers(g.layers, plan.pp * v, parallel::partition_costs(predict.model()));
+  std::deque<model> chunks;
+  std::vector<model*> pointers;
+  for (std::size_t k = 0; k < v; ++k) {
+    chunks.emplace_back(stage, g, [&](std::string const& name) { return start.at(name); }, parts[k * plan.pp + s]);
+    pointers.push_back(&chunks.back());
+  }
+  trainer_type train(pointers, mesh, {.stage = plan.zero, .method = parallel::adamw{}, .schedule = plan.schedule});
+  batch const b = TestType::batch_of(global);
+  std::vector<typename trainer_type::micro_batch> micro;
+  for (std::size_t a = 0; a < plan.micro_batches; ++a) {
+    interval const samples{a * plan.micro_batch * plan.dp, (a + 1) * plan.micro_batch * plan.dp};
+    micro.push_back({rows(stage, chunks.front().layouts().ids, b.tokens, samples, g.sequence),
+                     rows(stage, chunks.front().layouts().ids, b.targets, samples, g.sequence)});
+  }
+  (void)train.step(micro);
+  auto const peak = step_peaks(train.memory());
+  parallel::state_memory const want = predict.state(plan, mesh.rank(), 2);
+  using enum memory_category;
+  CHECK(peak[static_cast<std::size_t>(parameters)] == want.parameters);
+  CHECK(peak[static_cast<std::size_t>(gradients)] == want.gradients);
+  CHECK(peak[static_cast<std::size_t>(optimizer_state)] == want.optimizer_state);
+  CHECK(peak[static_cast<std::size_t>(activations)] == want.activations);
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
                    "[parallel][planner]", gpt_case, llama_case, residual_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::size_t const global = 4 * n;
   bool const sequence_parallel = GENERATE(false, true) && TestType::sequence_parallel;
-  auto const g = TestType::config(sequence_parallel);
-  values const start = TestType::start();
-  auto const description = std::make_shared<typename TestType::description const>(g);
-  using model = typename TestType::model;
-  using trainer_type = parallel::trainer<model>;
+  auto const description = std::make_shared<typename TestType::description const>(TestType::config(sequence_parallel));
   parallel::memory_model const predict(*description);
+  // Every precision and recomputation the model has (the tests' own model: float, none), on every plan.
+  parallel::training_problem problem{description, global, n, 2, std::nullopt, std::nullopt};
+  if (!TestType::precisions) problem.compute = parallel::precision::fp32;
+  if (!TestType::precisions) problem.recompute = parallel::recompute_mode::none;
   std::size_t runs = 0;
-  for (parallel::training_plan const& plan : parallel::candidate_plans({description, global, n, 2})) {
+  for (parallel::training_plan const& plan : parallel::candidate_plans(problem)) {
     if (plan.micro_batches > 2 * plan.pp) continue;
     INFO(to_string(plan) << (sequence_parallel ? " sp" : ""));
-    device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
-    device_mesh const stage = mesh.submesh({"dp", "tp"});
-    std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
-    auto const parts = parallel::partition_layers(g.layers, plan.pp * v, parallel::partition_costs(*description));
-    std::deque<model> chunks;
-    std::vector<model*> pointers;
-    for (std::size_t k = 0; k < v; ++k) {
-      chunks.emplace_back(stage, g, [&](std::string const& name) { return start.at(name); }, parts[k * plan.pp + s]);
-      pointers.push_back(&chunks.back());
+    if constexpr (TestType::precisions) {
+      if (plan.compute == parallel::precision::bf16)
+        check_plan<TestType, bf16>(plan, predict, sequence_parallel, global);
+      if (plan.compute == parallel::precision::fp16)
+        check_plan<TestType, fp16>(plan, predict, sequence_parallel, global);
     }
-    trainer_type train(pointers, mesh, {.stage = plan.zero, .method = parallel::adamw{}, .schedule = plan.schedule});
-    batch const b = TestType::batch_of(global);
-    std::vector<typename trainer_type::micro_batch> micro;
-    for (std::size_t a = 0; a < plan.micro_batches; ++a) {
-      interval const samples{a * plan.micro_batch * plan.dp, (a + 1) * plan.micro_batch * plan.dp};
-      micro.push_back({rows(stage, chunks.front().layouts().ids, b.tokens, samples, g.sequence),
-                       rows(stage, chunks.front().layouts().ids, b.targets, samples, g.sequence)});
-    }
-    (void)train.step(micro);
-    auto const peak = step_peaks(train.memory());
-    parallel::state_memory const want = predict.state(plan, mesh.rank(), sizeof(float), 2);
-    using enum memory_category;
-    CHECK(peak[static_cast<std::size_t>(parameters)] == want.parameters);
-    CHECK(peak[static_cast<std::size_t>(gradients)] == want.gradients);
-    CHECK(peak[static_cast<std::size_t>(optimizer_state)] == want.optimizer_state);
-    CHECK(peak[static_cast<std::size_t>(activations)] == want.activations);
+    if (plan.compute == parallel::precision::fp32)
+      check_plan<TestType, float>(plan, predict, sequence_parallel, global);
     ++runs;
   }
   CHECK(runs > 0);

@@ -132,7 +132,7 @@ TEST_CASE("64 ranks and a 32-layer model: every plan enumerated, sized and timed
   double fastest = 1e300;
   for (training_plan const& p : plans) {
     for (std::size_t stage = 0; stage < p.pp; ++stage) {  // rank 0 of each stage: its embedding or head
-      state_memory const m = model.state(p, stage * p.tp, 4, 2);
+      state_memory const m = model.state(p, stage * p.tp, 2);
       largest = std::max(largest, m.parameters + m.gradients + m.optimizer_state + m.activations);
     }
     fastest = std::min(fastest, time.predict(p).total());
@@ -155,7 +155,7 @@ TEST_CASE("the memory model follows ZeRO's table, summed over the ranks", "[para
       training_plan const p{.dp = dp, .zero = static_cast<zero_stage>(z), .micro_batch = 1};
       std::size_t parameters = 0, state = 0, gradients = 0;
       for (std::size_t r = 0; r < dp; ++r) {
-        state_memory const m = model.state(p, r, 4, 2);
+        state_memory const m = model.state(p, r, 2);
         parameters += m.parameters;
         state += m.optimizer_state;
         gradients += m.gradients;
@@ -174,7 +174,7 @@ TEST_CASE("the memory model follows ZeRO's table, summed over the ranks", "[para
   for (std::size_t pp : {2, 4}) {
     training_plan const p{.pp = pp, .micro_batch = 1, .micro_batches = pp};
     std::size_t parameters = 0;
-    for (std::size_t s = 0; s < pp; ++s) parameters += model.state(p, s, 4, 2).parameters;
+    for (std::size_t s = 0; s < pp; ++s) parameters += model.state(p, s, 2).parameters;
     CHECK(parameters == 4 * psi);
   }
 }
@@ -450,16 +450,16 @@ class widths_model final : public model_description {
   [[nodiscard]] std::size_t blocks() const override { return widths_.size(); }
   [[nodiscard]] std::vector<stage_description> stages(mesh_shape const&, std::size_t samples) const override {
     layout const matrix{replicated, replicated};
-    std::vector<stage_description> out{{"in", stage_place::first, stage_kind::embedding, {}, {}, {}, {}}};
+    std::vector<stage_description> out{{"in", stage_place::first, stage_kind::embedding, {}, {}, {}, {}, {}}};
     for (std::size_t b = 0; b < widths_.size(); ++b) {
       std::size_t const w = widths_[b];
-      stage_description s{"b" + std::to_string(b), stage_place::block, stage_kind::block, {}, {}, {}, {}};
+      stage_description s{"b" + std::to_string(b), stage_place::block, stage_kind::block, {}, {}, {}, {}, {}};
       s.parameters = {{"b" + std::to_string(b) + ".w", {w, w}, matrix}};
       s.saved = {{"x", {samples, w}, matrix}};
       s.work.products = {{1, samples, w, w, true}};
       out.push_back(std::move(s));
     }
-    out.push_back({"out", stage_place::last, stage_kind::head, {}, {}, {}, {}});
+    out.push_back({"out", stage_place::last, stage_kind::head, {}, {}, {}, {}, {}});
     return out;
   }
   [[nodiscard]] boundary_spec boundary(mesh_shape const&, std::size_t samples) const override {
@@ -487,13 +487,13 @@ TEST_CASE("blocks that differ are sized, placed and weighed each as it is", "[pa
   CHECK(memory.held_stages(plan, 0) == std::vector<std::vector<std::size_t>>{{0, 1}});
   CHECK(memory.held_stages(plan, 1) == std::vector<std::vector<std::size_t>>{{2, 3, 4, 5, 6}});
   // Stage 0: one 8 x 8 matrix (parameters, gradients, Adam's two moments) and GPipe's two micro-batches of [3, 8].
-  state_memory const first = memory.state(plan, 0, 4, 2);
+  state_memory const first = memory.state(plan, 0, 2);
   CHECK(first.parameters == 64 * 4);
   CHECK(first.gradients == 64 * 4);
   CHECK(first.optimizer_state == 2 * 64 * 4);
   CHECK(first.activations == 2 * 3 * 8 * 4);
   // Stage 1: four 2 x 2 matrices, each keeping [3, 2] per micro-batch.
-  state_memory const last = memory.state(plan, 1, 4, 2);
+  state_memory const last = memory.state(plan, 1, 2);
   CHECK(last.parameters == 4 * 4 * 4);
   CHECK(last.activations == 2 * 4 * 3 * 2 * 4);
   // The model's own limit on tensor parallelism is the planner's.

@@ -97,11 +97,17 @@ calibration_sizes sizes_for(bool quick) {
   return s;
 }
 
-std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes const& s, bool computes) {
+namespace {
+
+// The shapes' rates with operands of T (float, bf16 or fp16: sums in float).
+template <class T>
+std::vector<gemm_rate> measure_gemm_in(communicator const& world, calibration_sizes const& s, bool computes,
+                                       parallel::precision compute) {
   // A step's operands are seldom in cache: its activations and weights were
   // written or last read many products before. So each call takes the next
   // of many copies of A, B and C, together larger than the caches.
-  view const memory = filled("operands", computes ? s.operand_bytes / sizeof(float) : 0);
+  Kokkos::View<T*, Kokkos::HostSpace> const memory("operands", computes ? s.operand_bytes / sizeof(T) : 0);
+  Kokkos::deep_copy(memory, static_cast<T>(1.0F));
   std::size_t next = 0;  // the copy the next call takes
   std::vector<gemm_rate> out;
   for (gemm_rate shape : s.gemm_shapes) {
@@ -123,8 +129,19 @@ std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes
       exec{}.fence();
     });
     shape.flops_per_second = static_cast<double>(calls) * shape.flops() / t;
+    shape.compute = compute;
     out.push_back(shape);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<gemm_rate> measure_gemm(communicator const& world, calibration_sizes const& s, bool computes) {
+  std::vector<gemm_rate> out = measure_gemm_in<float>(world, s, computes, parallel::precision::fp32);
+  for (auto const& more : {measure_gemm_in<bf16>(world, s, computes, parallel::precision::bf16),
+                           measure_gemm_in<fp16>(world, s, computes, parallel::precision::fp16)})
+    out.insert(out.end(), more.begin(), more.end());
   return out;
 }
 
@@ -330,7 +347,8 @@ void keep_faster(parallel::hardware_model const& earlier, parallel::hardware_mod
                  std::vector<kernel_series>& kernels, std::vector<collective_series>& collectives) {
   for (gemm_rate& g : h.gemm)
     for (gemm_rate const& e : earlier.gemm)
-      if (e.m == g.m && e.n == g.n && e.k == g.k) g.flops_per_second = std::max(g.flops_per_second, e.flops_per_second);
+      if (e.m == g.m && e.n == g.n && e.k == g.k && e.compute == g.compute)
+        g.flops_per_second = std::max(g.flops_per_second, e.flops_per_second);
   h.elementwise_bytes_per_second = std::max(h.elementwise_bytes_per_second, earlier.elementwise_bytes_per_second);
   h.redistribution_overhead = std::min(h.redistribution_overhead, earlier.redistribution_overhead);
   h.sync_overhead = std::min(h.sync_overhead, earlier.sync_overhead);

@@ -32,8 +32,9 @@ struct calibration_sizes {
 // true, all at once, the others waiting: at most one rank per core, so that
 // each figure is a core's (the planner divides the cores among the ranks).
 
-// A rank's rate of each shape (float, the host BLAS through local_gemm),
-// its operands out of cache, as a training step finds them.
+// A rank's rate of each shape in each precision (float, bf16, fp16: the
+// backends local_gemm picks), its operands out of cache, as a training step
+// finds them.
 [[nodiscard]] std::vector<shardmesh::parallel::gemm_rate> measure_gemm(shardmesh::communicator const& world,
                                                                        calibration_sizes const& s, bool computes);
 // Bytes read and written per second by an elementwise kernel (y = a x + y).

@@ -49,13 +49,14 @@ std::string ms(double seconds) {
 std::vector<judged_plan> judge(training_problem const& problem, hardware_model const& hardware, std::size_t capacity) {
   memory_model const memory(*problem.model);
   time_model const time(memory, hardware);
+  double const model_flops = model_flops_per_step(*problem.model, problem.global_batch);
   std::vector<judged_plan> out;
   for (training_plan const& plan : candidate_plans(problem)) {
-    judged_plan j{plan, {}, 0, {}, {}};
+    judged_plan j{plan, {}, 0, 0, {}, {}};
     // Rank (dp 0, stage s, tp 0) holds each stage's largest blocks: block
     // distributions give coordinate 0 the rounded-up share.
     for (std::size_t s = 0; s < plan.pp; ++s) {
-      state_memory const m = memory.state(plan, s * plan.tp, 4, 2);
+      state_memory const m = memory.state(plan, s * plan.tp, 2);
       j.memory.parameters = std::max(j.memory.parameters, m.parameters);
       j.memory.gradients = std::max(j.memory.gradients, m.gradients);
       j.memory.optimizer_state = std::max(j.memory.optimizer_state, m.optimizer_state);
@@ -68,6 +69,7 @@ std::vector<judged_plan> judge(training_problem const& problem, hardware_model c
                   ", activations " + mib(j.memory.activations) + "), over the capacity of " + mib(capacity) + " MiB";
     else
       j.time = time.predict(plan);
+    j.mfu = model_flops_utilisation(model_flops, plan, hardware, j.time.total());
     out.push_back(j);
   }
   std::stable_sort(out.begin(), out.end(), [](judged_plan const& a, judged_plan const& b) {
@@ -78,26 +80,29 @@ std::vector<judged_plan> judge(training_problem const& problem, hardware_model c
 }
 
 void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
-  std::printf("%4s  %-36s %9s %9s %9s %9s %9s %10s\n", "#", "plan", "step ms", "compute", "bubble", "dp comm", "update",
-              "memory MiB");
+  std::printf("%4s  %-58s %9s %9s %9s %9s %9s %6s %10s\n", "#", "plan", "step ms", "compute", "bubble", "dp comm",
+              "update", "MFU", "memory MiB");
   std::size_t shown = 0;
   for (judged_plan const& p : plans) {
     if (!p.dropped.empty() || shown == top) break;
     ++shown;
-    std::printf("%4zu  %-36s %9s %9s %9s %9s %9s %10s\n", shown, to_string(p.plan).c_str(), ms(p.time.total()).c_str(),
-                ms(p.time.compute).c_str(), ms(p.time.bubble).c_str(), ms(p.time.data_parallel).c_str(),
-                ms(p.time.optimizer).c_str(), mib(p.memory_total).c_str());
+    char mfu[16];
+    std::snprintf(mfu, sizeof mfu, "%.0f%%", 100 * p.mfu);
+    std::printf("%4zu  %-58s %9s %9s %9s %9s %9s %6s %10s\n", shown, to_string(p.plan).c_str(),
+                ms(p.time.total()).c_str(), ms(p.time.compute).c_str(), ms(p.time.bubble).c_str(),
+                ms(p.time.data_parallel).c_str(), ms(p.time.optimizer).c_str(), mfu, mib(p.memory_total).c_str());
   }
 }
 
 int run(int argc, char** argv) {
-  std::string model_file, hardware_file, pictures;
+  std::string model_file, hardware_file, pictures, precision_name = "any", recompute_name = "any";
   std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4;
   bool json = false;
   CLI::App app{
       "Ranks the ways to train a GPT on a machine: every (dp, tp, pp, ZeRO stage, micro-batch, "
-      "micro-batches, schedule, v) for the global batch on the ranks, the plans over the memory capacity "
-      "dropped with their reason, the rest by predicted step time.",
+      "micro-batches, schedule, v, precision, recomputation) for the global batch on the ranks, the plans over the "
+      "memory capacity dropped with their reason, the rest by predicted step time, with their model flops "
+      "utilisation.",
       "shardmesh-plan-training"};
   app.add_option("--model", model_file,
                  "the model (JSON: architecture gpt or llama, vocabulary, sequence, hidden, heads, head_size, ffn, "
@@ -114,6 +119,13 @@ int run(int argc, char** argv) {
   app.add_option("--memory", memory, "bytes per rank (default: the hardware file's; 0: no limit)")->type_name("BYTES");
   app.add_option("--top", top, "plans the table shows")->capture_default_str();
   app.add_option("--max-virtual", max_virtual, "the most chunks per stage interleaving may use")->capture_default_str();
+  app.add_option("--precision", precision_name, "the run's precision (fp32, bf16, fp16), or any: searched")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "any"}))
+      ->capture_default_str();
+  app.add_option("--recompute", recompute_name,
+                 "the run's activation recomputation (none, selective, full), or any: searched")
+      ->check(CLI::IsMember({"none", "selective", "full", "any"}))
+      ->capture_default_str();
   app.add_flag("--json", json, "print every plan as JSON instead of the table");
   app.add_option("--pictures", pictures,
                  "write PREFIX-memory-time.svg and PREFIX-parts.svg (and .png where rsvg-convert is installed)")
@@ -122,7 +134,9 @@ int run(int argc, char** argv) {
 
   hardware_model const hardware = planner_tool::read_hardware(hardware_file);
   planner_tool::model_config const model = planner_tool::read_model(model_file);
-  training_problem const problem{planner_tool::describe(model), global_batch, ranks, max_virtual};
+  training_problem const problem{
+      planner_tool::describe(model),       global_batch, ranks, max_virtual, parse_precision(precision_name),
+      parse_recompute_mode(recompute_name)};
   std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
   std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
   if (json) {

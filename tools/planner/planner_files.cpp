@@ -39,9 +39,15 @@ std::string hardware_json(hardware_model const& h) {
   for (stage_kind k : shardmesh::parallel::stage_kinds)
     out["stage_overheads"][std::string(to_string(k))] = {{"forward_seconds", h.overhead(k).forward},
                                                          {"backward_seconds", h.overhead(k).backward}};
+  out["peaks"] = json::object();
+  for (auto const& [compute, rate] : h.peaks) out["peaks"][std::string(to_string(compute))] = rate;
   out["gemm"] = json::array();
   for (gemm_rate const& g : h.gemm)
-    out["gemm"].push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"flops_per_second", g.flops_per_second}});
+    out["gemm"].push_back({{"m", g.m},
+                           {"n", g.n},
+                           {"k", g.k},
+                           {"flops_per_second", g.flops_per_second},
+                           {"precision", std::string(to_string(g.compute))}});
   out["kernels"] = json::array();
   for (kernel_fit const& k : h.kernels)
     out["kernels"].push_back({{"kind", std::string(to_string(k.kind))},
@@ -200,13 +206,16 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
                {"micro_batches", p.plan.micro_batches},
                {"schedule", std::string(to_string(p.plan.schedule))},
                {"virtual_stages", p.plan.virtual_stages},
+               {"precision", std::string(to_string(p.plan.compute))},
+               {"recompute", std::string(to_string(p.plan.recompute))},
                {"memory",
                 {{"parameters", p.memory.parameters},
                  {"gradients", p.memory.gradients},
                  {"optimizer_state", p.memory.optimizer_state},
                  {"activations", p.memory.activations},
                  {"total", p.memory_total}}}};
-    if (p.dropped.empty())
+    if (p.dropped.empty()) {
+      entry["model_flops_utilisation"] = p.mfu;
       entry["seconds"] = {{"step", p.time.total()},
                           {"compute", p.time.compute},
                           {"bubble", p.time.bubble},
@@ -214,8 +223,9 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
                           {"optimizer", p.time.optimizer},
                           {"tensor_parallel", p.time.tensor_parallel},
                           {"parameter_gather", p.time.parameter_gather}};
-    else
+    } else {
       entry["dropped"] = p.dropped;
+    }
     out["plans"].push_back(entry);
   }
   return out.dump(2) + "\n";
@@ -244,9 +254,17 @@ hardware_model read_hardware(std::string const& path) {
       json const o = overheads.value(std::string(to_string(k)), json::object());
       h.overheads[static_cast<std::size_t>(k)] = {o.value("forward_seconds", 0.0), o.value("backward_seconds", 0.0)};
     }
+    // A precision named by `text` ("fp32", "bf16", "fp16").
+    auto const precision_of = [&](std::string const& text) {
+      auto const p = shardmesh::parallel::parse_precision(text);
+      if (!p) throw fail("unknown precision \"" + text + "\"");
+      return *p;
+    };
+    json const peaks = j.value("peaks", json::object());
+    for (auto const& [name, rate] : peaks.items()) h.peaks.emplace_back(precision_of(name), rate.get<double>());
     for (json const& g : j.at("gemm"))
       h.gemm.push_back({g.at("m").get<std::size_t>(), g.at("n").get<std::size_t>(), g.at("k").get<std::size_t>(),
-                        g.at("flops_per_second").get<double>()});
+                        g.at("flops_per_second").get<double>(), precision_of(g.value("precision", "fp32"))});
     // The member of `kinds` named by entry's "kind".
     auto const kind_of = [&](json const& entry, auto const& kinds, std::string const& what) {
       std::string const name = entry.at("kind").get<std::string>();

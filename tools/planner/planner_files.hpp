@@ -40,6 +40,7 @@ struct judged_plan {
   shardmesh::parallel::training_plan plan;
   shardmesh::parallel::state_memory memory;  // the largest of each category over the ranks
   std::size_t memory_total = 0;              // the largest total over the ranks
+  double mfu = 0;                            // model flops utilisation (time_model.hpp's model_flops_utilisation)
   shardmesh::parallel::step_time time;
   std::string dropped;  // empty: feasible
 };

@@ -32,8 +32,7 @@ struct cross_entropy_result {
   accumulation loss;
   // For backward: the logits as used, each row's max and sum of exponentials, the targets.
   dynamic_dtensor<T, Rank, MemorySpace> logits;
-  dynamic_dtensor<T, Rank - 1, MemorySpace> max;
-  dynamic_dtensor<accumulation, Rank - 1, MemorySpace> sum_exp;
+  dynamic_dtensor<accumulation, Rank - 1, MemorySpace> max, sum_exp;
   dynamic_dtensor<int, Rank - 1, MemorySpace> targets;
   accumulation scale;  // 1 / count
 };
@@ -72,12 +71,12 @@ template <class T, std::size_t Rank, class MemorySpace>
   bound_layout rows = partial_max.bound();
   rows.partial_axes = {};
   rows.op = reduce_op::sum;
-  auto const max = detail::to_layout(partial_max, rows, exec);
+  using A = accumulation_t<T>;
+  auto const max = detail::converted<A>(detail::to_layout(partial_max, rows, exec), exec);  // a statistic: in A
   // Sum of exponentials and the target's logit: P(sum) the same way.
   bound_layout partial_rows = partial_max.bound();
   partial_rows.op = reduce_op::sum;
   tensor_index const row_extents = partial_max.global_extents();
-  using A = accumulation_t<T>;
   auto sum_exp = detail::make_like<A, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
   auto picked = detail::make_like<A, Rank - 1, MemorySpace>(x.mesh(), partial_rows, row_extents);
   auto const t = detail::to_layout(targets, rows, exec);
@@ -94,7 +93,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   auto const tv = local::flat(t.local());
   Kokkos::parallel_for(
       "shardmesh::cross_entropy_rows", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
-      KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? A(0) : Kokkos::log(sv(i)) + static_cast<A>(mv(i)) - pv(i); });
+      KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? A(0) : Kokkos::log(sv(i)) + mv(i) - pv(i); });
   // The loss summed over every row and the rows that count, in one all-reduce.
   Kokkos::View<double*, Kokkos::HostSpace> sums("shardmesh::cross_entropy", 2);
   Kokkos::parallel_reduce(

@@ -29,10 +29,12 @@ struct collective_traffic {
 
 // By the plan's step kind (the collective it runs): the traffic of every transition of
 // `transitions` in the given phase, for rank `rank` of `mesh`, with
-// elements of `element_bytes` unless a transition says otherwise.
+// elements of `element_bytes` unless a transition says otherwise, reduced
+// as `reduction_bytes` where that is more (16-bit floats reduce widened to
+// float: comm/reduced_precision.hpp).
 [[nodiscard]] inline std::map<step_kind, collective_traffic> transition_traffic(
     mesh_shape const& mesh, std::vector<transition_spec> const& transitions, bool in_backward, std::size_t rank,
-    std::size_t element_bytes) {
+    std::size_t element_bytes, std::size_t reduction_bytes = 0) {
   std::map<step_kind, collective_traffic> out;
   for (transition_spec const& t : transitions) {
     if (t.in_backward != in_backward) continue;
@@ -44,7 +46,9 @@ struct collective_traffic {
       if (!communicates(s.kind)) continue;
       collective_traffic& c = out[s.kind];
       ++c.calls;
-      std::size_t const bytes = t.element_bytes != 0 ? t.element_bytes : element_bytes;
+      bool const reduces = s.kind == step_kind::all_reduce || s.kind == step_kind::reduce_scatter;
+      std::size_t const declared = t.element_bytes != 0 ? t.element_bytes : element_bytes;
+      std::size_t const bytes = reduces ? std::max(declared, reduction_bytes) : declared;
       c.bytes_received += received(mesh, s, global, rank) * bytes;
       c.group = group_size(mesh, s.axes);
       c.bytes_held +=

@@ -14,6 +14,7 @@
 
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/plan/stage_work.hpp"
+#include "shardmesh/strategy/precision.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardmesh::parallel {
@@ -59,10 +61,12 @@ struct collective_fit {
   bool deferred = false;
 };
 
-// A local product's measured rate: C[m, n] += A[m, k] B[k, n].
+// A local product's measured rate: C[m, n] += A[m, k] B[k, n], its
+// operands in `compute` (sums in float for bf16 and fp16).
 struct gemm_rate {
   std::size_t m = 0, n = 0, k = 0;
   double flops_per_second = 0;
+  precision compute = precision::fp32;
   [[nodiscard]] double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
@@ -101,13 +105,17 @@ struct stage_overhead {
 };
 
 struct hardware_model {
-  std::string machine;                      // where it was measured, or the description's name
-  bool measured = true;                     // false: described, so its figures are predictions
-  std::size_t ranks = 1;                    // the ranks the figures hold for (measured: the ranks it ran on)
-  std::size_t cores = 1;                    // compute units of a node: cores, or devices
-  std::size_t memory_per_rank = 0;          // bytes, 0: not known
-  std::size_t ranks_per_node = 0;           // 0: every rank on one node
-  std::vector<gemm_rate> gemm;              // one core's (device's) rate, every core computing at once
+  std::string machine;              // where it was measured, or the description's name
+  bool measured = true;             // false: described, so its figures are predictions
+  std::size_t ranks = 1;            // the ranks the figures hold for (measured: the ranks it ran on)
+  std::size_t cores = 1;            // compute units of a node: cores, or devices
+  std::size_t memory_per_rank = 0;  // bytes, 0: not known
+  std::size_t ranks_per_node = 0;   // 0: every rank on one node
+  std::vector<gemm_rate> gemm;      // one core's (device's) rate, every core computing at once
+  // A core's (device's) peak product rate per precision: a described
+  // device's specification, the base of model flops utilisation; a
+  // precision not here counts its fastest product measured.
+  std::vector<std::pair<precision, double>> peaks;
   std::vector<kernel_fit> kernels;          // one core's, likewise; a kind not here streams at:
   double elementwise_bytes_per_second = 0;  // bytes read and written per second by an elementwise kernel
   std::vector<collective_fit> collectives;
@@ -152,11 +160,14 @@ struct hardware_model {
     return rank / on_node * c + (on_node <= c ? local : local * c / on_node);
   }
 
-  // Seconds of p's products: each at the measured rate of the nearest
-  // shape (distance in log m, log n, log k), which holds the per-call cost
-  // of shapes too small to keep the cores busy.
-  [[nodiscard]] double gemm_seconds(product_spec const& p) const {
+  // Seconds of p's products in precision `compute`: each at the measured
+  // rate of the nearest shape (distance in log m, log n, log k), which
+  // holds the per-call cost of shapes too small to keep the cores busy;
+  // where nothing was measured in `compute`, the float rates.
+  [[nodiscard]] double gemm_seconds(product_spec const& p, precision compute = precision::fp32) const {
     if (p.count == 0 || p.m == 0 || p.n == 0 || p.k == 0) return 0;
+    bool const rated = std::any_of(gemm.begin(), gemm.end(), [&](gemm_rate const& g) { return g.compute == compute; });
+    precision const in = rated ? compute : precision::fp32;
     auto const log_gap = [](std::size_t x, std::size_t y) {
       double const d = std::log(static_cast<double>(std::max<std::size_t>(x, 1))) -
                        std::log(static_cast<double>(std::max<std::size_t>(y, 1)));
@@ -164,10 +175,24 @@ struct hardware_model {
     };
     double rate = 0, distance = std::numeric_limits<double>::infinity();
     for (gemm_rate const& g : gemm) {
+      if (g.compute != in) continue;
       double const d = log_gap(g.m, p.m) + log_gap(g.n, p.n) + log_gap(g.k, p.k);
       if (d < distance) distance = d, rate = g.flops_per_second;
     }
     return rate > 0 ? p.flops() / rate : 0;
+  }
+
+  // A core's (device's) peak product rate in `compute` (peaks, else the fastest product measured in it, else in float).
+  [[nodiscard]] double peak_flops(precision compute) const {
+    for (auto const& [c, rate] : peaks)
+      if (c == compute) return rate;
+    double fastest = 0;
+    for (precision c : {compute, precision::fp32}) {
+      for (gemm_rate const& g : gemm)
+        if (g.compute == c) fastest = std::max(fastest, g.flops_per_second);
+      if (fastest > 0) return fastest;
+    }
+    return 0;
   }
 
   // Seconds of a kernel's calls: its measured fit, else its streamed bytes

@@ -79,12 +79,18 @@ class memory_model {
 
   [[nodiscard]] model_description const& model() const { return *model_; }
 
-  // The stages of the plan's stage mesh, for its micro-batch.
+  // The stages of the plan's stage mesh, for its micro-batch, as its recomputation keeps and runs them.
   [[nodiscard]] std::vector<stage_description> const& stages(training_plan const& plan) const {
-    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch * plan.dp);
+    std::size_t const samples = plan.micro_batch * plan.dp;
+    auto const key = std::tuple(plan.dp, plan.tp, samples, plan.recompute);
     auto it = stages_.find(key);
-    if (it == stages_.end())
-      it = stages_.emplace(key, model_->stages(stage_mesh(plan), plan.micro_batch * plan.dp)).first;
+    if (it == stages_.end()) {
+      mesh_shape const mesh = stage_mesh(plan);
+      it = stages_
+               .emplace(key, with_recomputation(model_->stages(mesh, samples), plan.recompute,
+                                                model_->boundary(mesh, samples)))
+               .first;
+    }
     return it->second;
   }
 
@@ -105,15 +111,15 @@ class memory_model {
   }
 
   // Rank `rank` of the plan's mesh dp x pp x tp (row-major, as device_mesh
-  // numbers ranks), for elements of `element_bytes` and an optimizer keeping
+  // numbers ranks), in the plan's precision, for an optimizer keeping
   // `state_tensors` tensors per parameter. Precondition: training_plan_error is empty.
-  [[nodiscard]] state_memory state(training_plan const& plan, std::size_t rank, std::size_t element_bytes,
-                                   std::size_t state_tensors) const {
+  [[nodiscard]] state_memory state(training_plan const& plan, std::size_t rank, std::size_t state_tensors) const {
     std::size_t const tp_coordinate = rank % plan.tp, stage = rank / plan.tp % plan.pp;
     std::size_t const dp_coordinate = rank / plan.tp / plan.pp;
     std::size_t const stage_rank = dp_coordinate * plan.tp + tp_coordinate;
-    state_memory out = parameter_state(plan, stage, stage_rank, element_bytes, state_tensors);
-    out.activations = activations(plan, stage, stage_rank, element_bytes);
+    element_bytes const bytes = bytes_of(plan.compute);
+    state_memory out = parameter_state(plan, stage, stage_rank, bytes, state_tensors);
+    out.activations = activations(plan, stage, stage_rank, bytes);
     return out;
   }
 
@@ -135,7 +141,7 @@ class memory_model {
 
  private:
   [[nodiscard]] state_memory parameter_state(training_plan const& plan, std::size_t stage, std::size_t stage_rank,
-                                             std::size_t element_bytes, std::size_t state_tensors) const {
+                                             element_bytes const& bytes, std::size_t state_tensors) const {
     mesh_shape const mesh = stage_mesh(plan);
     std::vector<stage_description> const& stages = this->stages(plan);
     std::size_t compute = 0, stored = 0, reduced = 0, state = 0;
@@ -174,8 +180,8 @@ class memory_model {
     if (zero3) gathered = std::max(gathered, across_actions(plan, stage, units, unit_elements));
     std::size_t const unreduced =
         zero3 && plan.dp > 1 ? unreduced_with_stage_buckets(plan, stage, chunk_total, chunk_largest) : compute;
-    return {(stored + (zero3 ? gathered : 0)) * element_bytes, std::max(unreduced, reduced) * element_bytes,
-            state_tensors * state * element_bytes};
+    return {(stored + (zero3 ? gathered : 0)) * bytes.value, std::max(unreduced, reduced) * bytes.gradient,
+            (state_tensors + (bytes.master ? 1 : 0)) * state * bytes.state};
   }
 
   // ZeRO-3: the most compute-layout elements gathered at an action's last
@@ -226,16 +232,17 @@ class memory_model {
   }
 
   [[nodiscard]] std::size_t activations(training_plan const& plan, std::size_t stage, std::size_t stage_rank,
-                                        std::size_t element_bytes) const {
+                                        element_bytes const& bytes) const {
     mesh_shape const mesh = stage_mesh(plan);
     std::vector<stage_description> const& stages = this->stages(plan);
     std::vector<std::size_t> chunk_bytes;
     for (std::vector<std::size_t> const& chunk : held_stages(plan, stage)) {
-      std::size_t elements = 0;
+      std::size_t held = 0;
       for (std::size_t s : chunk)
         for (saved_spec const& t : stages[s].saved)
-          elements += local_elements(mesh, t.placement, t.extents, stage_rank, t.per_row);
-      chunk_bytes.push_back(elements * element_bytes);
+          held += local_elements(mesh, t.placement, t.extents, stage_rank, t.per_row) *
+                  (t.per_row ? bytes.statistic : bytes.value);
+      chunk_bytes.push_back(held);
     }
     std::size_t held = 0, most = 0;
     for (pipeline_action const& a : schedule(plan).actions[stage]) {
@@ -255,7 +262,8 @@ class memory_model {
   model_description const* model_;
   layer_costs costs_;
   std::vector<std::size_t> first_, blocks_, last_;  // the stages placed with the first chunk, in blocks, with the last
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t>, std::vector<stage_description>> stages_;
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, recompute_mode>, std::vector<stage_description>>
+      stages_;
   mutable std::map<std::size_t, std::vector<model_part>> partitions_;
   mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;
 };

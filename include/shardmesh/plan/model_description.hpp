@@ -12,12 +12,12 @@
 //
 // Pure; no Kokkos or MPI.
 
-#include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/plan/stage_work.hpp"
 #include "shardmesh/strategy/layer_partition.hpp"
+#include "shardmesh/strategy/recomputation.hpp"
 
 #include <algorithm>
 #include <cstddef>

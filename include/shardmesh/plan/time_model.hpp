@@ -78,13 +78,15 @@ struct stage_seconds {
   double forward = 0, input = 0, weight = 0;
 };
 [[nodiscard]] inline stage_seconds stage_arithmetic(hardware_model const& hardware, stage_work const& work,
-                                                    std::size_t element_bytes = 4) {
+                                                    precision compute = precision::fp32) {
+  std::size_t const element_bytes = bytes_of(compute).value;
   stage_seconds a;
   for (product_spec const& p : work.products) {
-    a.forward += hardware.gemm_seconds(p);
-    a.input += hardware.gemm_seconds(input_gradient(p));
-    (p.weight ? a.weight : a.input) += hardware.gemm_seconds(operand_gradient(p));
+    a.forward += hardware.gemm_seconds(p, compute);
+    a.input += hardware.gemm_seconds(input_gradient(p), compute);
+    (p.weight ? a.weight : a.input) += hardware.gemm_seconds(operand_gradient(p), compute);
   }
+  for (product_spec const& p : work.recomputed) a.input += hardware.gemm_seconds(p, compute);
   auto const kernels = [&](std::vector<kernel_spec> const& ks) {
     double seconds = 0;
     for (kernel_spec const& k : ks) seconds += hardware.kernel_seconds(k, element_bytes);
@@ -96,14 +98,35 @@ struct stage_seconds {
   return a;
 }
 
+// The model's flops per step of `global_batch` samples, as model flops
+// utilisation counts them (PaLM's and Megatron-LM's convention): 3 times
+// the forward flops of its products (the forward, then the input's and
+// the weights' gradients, each as many), attention's scores and weighted
+// values included; neither recomputation nor elementwise kernels count.
+[[nodiscard]] inline double model_flops_per_step(model_description const& model, std::size_t global_batch) {
+  double forward = 0;
+  for (stage_description const& s : stages_on_one_rank(model)) forward += forward_flops(s.work);
+  return 3 * forward * static_cast<double>(global_batch);
+}
+
+// Model flops utilisation of `plan` taking `seconds` a step: the model's
+// flops per step over the peak rate, in the plan's precision, of the cores
+// (devices) its ranks compute on, times the step.
+[[nodiscard]] inline double model_flops_utilisation(double model_flops, training_plan const& plan,
+                                                    hardware_model const& hardware, double seconds) {
+  double const devices = static_cast<double>(plan.ranks()) / hardware.compute_sharing(plan.ranks());
+  double const peak = hardware.peak_flops(plan.compute) * devices;
+  return peak > 0 && seconds > 0 ? model_flops / (peak * seconds) : 0;
+}
+
 class time_model {
  public:
   time_model(memory_model const& model, hardware_model hardware) : model_(&model), hardware_(std::move(hardware)) {}
 
   // Precondition: training_plan_error is empty.
-  [[nodiscard]] step_time predict(training_plan const& plan, std::size_t element_bytes = 4,
-                                  std::size_t state_tensors = 2,
+  [[nodiscard]] step_time predict(training_plan const& plan, std::size_t state_tensors = 2,
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
+    element_bytes const bytes = bytes_of(plan.compute);
     mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
     std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
     // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
@@ -113,17 +136,17 @@ class time_model {
     after_backward slowest;
     double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
     for (std::size_t s = 0; s < plan.pp; ++s) {
-      chunk_actions const a = actions_of_stage(plan, s, element_bytes);
+      chunk_actions const a = actions_of_stage(plan, s, bytes);
       per_stage[s] = a.whole;
       collectives[s] = a.collectives;
-      after_backward const d = data_parallel_work(plan, s, element_bytes, state_tensors, bucket_bytes, sharing);
+      after_backward const d = data_parallel_work(plan, s, bytes, state_tensors, bucket_bytes, sharing);
       if (d.total() > slowest.total()) slowest = d;
       tp_per_micro = std::max(tp_per_micro, a.tensor_parallel);
       gather_per_micro = std::max(gather_per_micro, a.parameter_gather);
     }
     boundary_spec const boundary = model_->model().boundary(stage_mesh, samples);
     double const activation_bytes =
-        static_cast<double>(local_elements(stage_mesh, boundary.placement, boundary.extents, 0) * element_bytes);
+        static_cast<double>(local_elements(stage_mesh, boundary.placement, boundary.extents, 0) * bytes.value);
     action_costs const costs{
         per_stage,
         plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
@@ -160,14 +183,14 @@ class time_model {
     double tensor_parallel = 0, parameter_gather = 0;
   };
   [[nodiscard]] chunk_actions actions_of_stage(training_plan const& plan, std::size_t s,
-                                               std::size_t element_bytes) const {
+                                               element_bytes const& bytes) const {
     mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
     std::array<double, 3> work{0, 0, 0}, apart{0, 0, 0};  // arithmetic, collectives: over the chunks
     chunk_actions out;
     for (std::vector<std::size_t> const& chunk : model_->held_stages(plan, s))
       for (std::size_t st : chunk) {
-        action_cost const a = cached_stage_cost(plan, stage_mesh, st, element_bytes);
-        double const gather = parameter_gather(plan, st, element_bytes);  // before F and before I
+        action_cost const a = cached_stage_cost(plan, stage_mesh, st);
+        double const gather = parameter_gather(plan, st, bytes.value);  // before F and before I
         work[0] += a.forward, work[1] += a.input, work[2] += a.weight;
         apart[0] += a.tp_forward + gather / 2, apart[1] += a.tp_input + gather / 2;
         out.tensor_parallel += a.tp_forward + a.tp_input;
@@ -187,29 +210,31 @@ class time_model {
     double reduction = 0, update_gather = 0, update = 0;
     [[nodiscard]] double total() const { return reduction + update_gather + update; }
   };
-  [[nodiscard]] after_backward data_parallel_work(training_plan const& plan, std::size_t s, std::size_t element_bytes,
+  [[nodiscard]] after_backward data_parallel_work(training_plan const& plan, std::size_t s, element_bytes const& bytes,
                                                   std::size_t state_tensors, std::size_t bucket_bytes,
                                                   double sharing) const {
-    state_memory const m = model_->state(plan, s * plan.tp, element_bytes, state_tensors);
+    state_memory const m = model_->state(plan, s * plan.tp, state_tensors);
     double const gradient_bytes = static_cast<double>(m.gradients);
     double const buckets = plan.zero == zero_stage::parameters
                                ? static_cast<double>(stages_with_parameters(plan, s))
                                : std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
     bool const scatter = plan.zero >= zero_stage::gradients;
-    auto const per_bucket = [&](collective_kind kind, bool deferred) {
-      return buckets *
-             (hardware_.collective_seconds(kind, plan.dp, gradient_bytes / buckets, dp_stride(plan), deferred) +
-              hardware_.sync_overhead);
+    auto const per_bucket = [&](collective_kind kind, bool deferred, double total) {
+      return buckets * (hardware_.collective_seconds(kind, plan.dp, total / buckets, dp_stride(plan), deferred) +
+                        hardware_.sync_overhead);
     };
     after_backward out;
     if (plan.dp > 1) {
-      out.reduction = per_bucket(scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, true);
-      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
-        out.update_gather = per_bucket(collective_kind::all_gather, false);
+      out.reduction =
+          per_bucket(scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, true, gradient_bytes);
+      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)  // the values, not gradients
+        out.update_gather =
+            per_bucket(collective_kind::all_gather, false,
+                       gradient_bytes * static_cast<double>(bytes.value) / static_cast<double>(bytes.gradient));
     }
-    double const elements = static_cast<double>(m.optimizer_state) /
-                            static_cast<double>(std::max<std::size_t>(state_tensors, 1) * element_bytes);
-    out.update = sharing * hardware_.kernel_seconds({kernel_kind::adamw, elements}, element_bytes);
+    std::size_t const tensors = std::max<std::size_t>(state_tensors, 1) + (bytes.master ? 1 : 0);
+    double const elements = static_cast<double>(m.optimizer_state) / static_cast<double>(tensors * bytes.state);
+    out.update = sharing * hardware_.kernel_seconds({kernel_kind::adamw, elements}, bytes.state);
     return out;
   }
 
@@ -227,12 +252,12 @@ class time_model {
   // stage_cost, made once per what it depends on: a search asks for the
   // same stage on the same stage mesh for every pipeline depth, schedule,
   // micro-batch count and ZeRO stage. Not safe to share between threads.
-  [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh, std::size_t st,
-                                                     std::size_t element_bytes) const {
-    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, st, element_bytes);
+  [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh,
+                                                     std::size_t st) const {
+    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, st, plan.compute, plan.recompute);
     auto it = stage_costs_.find(key);
     if (it == stage_costs_.end())
-      it = stage_costs_.emplace(key, stage_cost(plan, mesh, model_->stages(plan)[st], element_bytes)).first;
+      it = stage_costs_.emplace(key, stage_cost(plan, mesh, model_->stages(plan)[st])).first;
     return it->second;
   }
 
@@ -240,8 +265,9 @@ class time_model {
   // its arithmetic, the library's overhead (in I, where B's bookkeeping
   // runs) and its collectives, each with a redistribution's overhead.
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh,
-                                       stage_description const& stage, std::size_t element_bytes) const {
-    stage_seconds const arithmetic = stage_arithmetic(hardware_, stage.work, element_bytes);
+                                       stage_description const& stage) const {
+    stage_seconds const arithmetic = stage_arithmetic(hardware_, stage.work, plan.compute);
+    element_bytes const bytes = bytes_of(plan.compute);
     stage_overhead const overhead = hardware_.overhead(stage.kind);
     action_cost a;
     a.forward = arithmetic.forward + overhead.forward;
@@ -249,7 +275,8 @@ class time_model {
     a.weight = arithmetic.weight;
     auto const collectives = [&](bool in_backward) {
       double seconds = 0;
-      for (auto const& [kind, traffic] : transition_traffic(mesh, stage.transitions, in_backward, 0, element_bytes))
+      for (auto const& [kind, traffic] :
+           transition_traffic(mesh, stage.transitions, in_backward, 0, bytes.value, bytes.statistic))
         seconds += static_cast<double>(traffic.calls) *
                    (hardware_.collective_seconds(
                         collective_of(kind), traffic.group,
@@ -303,7 +330,8 @@ class time_model {
 
   memory_model const* model_;
   hardware_model hardware_;
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>, action_cost>
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, precision, recompute_mode>,
+                   action_cost>
       stage_costs_;
   mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool>, double> gathers_;
 };

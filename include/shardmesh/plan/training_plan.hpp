@@ -3,8 +3,11 @@
 // a mesh dp x pp x tp over the ranks, a ZeRO stage, the micro-batch size
 // per data-parallel replica, the micro-batches per step (accumulation, and
 // the pipeline's micro-batches), the pipeline schedule and its chunks per
-// stage. The global batch is their product (B_global = B_micro x N_acc x
-// dp), fixed by the problem.
+// stage, the precision the model computes in (strategy/precision.hpp) and
+// its activation recomputation (strategy/recomputation.hpp). The global
+// batch is their product (B_global = B_micro x N_acc x dp), fixed by the
+// problem; the precision and the recomputation are the problem's where it
+// names them, else searched.
 //
 //   training_plan_error(problem, plan)   why a plan cannot run (empty: it can)
 //   candidate_plans(problem)             every plan that can, each once
@@ -22,10 +25,13 @@
 
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/strategy/pipeline_schedule.hpp"
+#include "shardmesh/strategy/precision.hpp"
+#include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/strategy/state_sharding.hpp"
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,8 @@ struct training_plan {
   std::size_t micro_batches = 1;  // per step: accumulated, and what the pipeline schedules
   schedule_kind schedule = schedule_kind::one_f_one_b;
   std::size_t virtual_stages = 1;  // chunks per pipeline stage (v)
+  precision compute = precision::fp32;
+  recompute_mode recompute = recompute_mode::none;
 
   [[nodiscard]] std::size_t ranks() const { return dp * tp * pp; }
   [[nodiscard]] std::size_t global_batch() const { return micro_batch * micro_batches * dp; }
@@ -49,7 +57,8 @@ struct training_plan {
   return "dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
          " zero=" + std::to_string(static_cast<unsigned>(p.zero)) + " b=" + std::to_string(p.micro_batch) +
          " m=" + std::to_string(p.micro_batches) + " " + std::string(to_string(p.schedule)) +
-         " v=" + std::to_string(p.virtual_stages);
+         " v=" + std::to_string(p.virtual_stages) + " " + std::string(to_string(p.compute)) +
+         " recompute=" + std::string(to_string(p.recompute));
 }
 
 struct training_problem {
@@ -57,6 +66,9 @@ struct training_problem {
   std::size_t global_batch = 1;  // samples (sequences) per step
   std::size_t ranks = 1;
   std::size_t max_virtual_stages = 4;  // the largest v interleaving may use
+  // The run's precision and recomputation; nullopt: searched.
+  std::optional<precision> compute = precision::fp32;
+  std::optional<recompute_mode> recompute = recompute_mode::none;
 };
 
 // Why plan cannot train problem's model; empty when it can.
@@ -83,6 +95,10 @@ struct training_problem {
     return "plan: v = " + n(plan.virtual_stages) + " is above the problem's " + n(problem.max_virtual_stages);
   if (fixed_text const e = schedule_error(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages); !e.empty())
     return std::string(e.view());
+  if (problem.compute && plan.compute != *problem.compute)
+    return "plan: the run computes in " + std::string(to_string(*problem.compute));
+  if (problem.recompute && plan.recompute != *problem.recompute)
+    return "plan: the run recomputes " + std::string(to_string(*problem.recompute));
   return {};
 }
 
@@ -106,7 +122,12 @@ struct training_problem {
           auto const consider = [&](schedule_kind kind, std::size_t v) {
             plan.schedule = kind;
             plan.virtual_stages = v;
-            if (training_plan_error(problem, plan).empty()) out.push_back(plan);
+            for (precision p : precisions)
+              for (recompute_mode r : recompute_modes) {
+                plan.compute = p;
+                plan.recompute = r;
+                if (training_plan_error(problem, plan).empty()) out.push_back(plan);
+              }
           };
           if (plan.pp == 1) {
             consider(schedule_kind::one_f_one_b, 1);

@@ -165,9 +165,7 @@ template <class T, std::size_t Rank, class MemorySpace>
   requires parameter<T, Rank, MemorySpace>::has_master
 void round_from_master(parameter<T, Rank, MemorySpace>& p, bound_layout const& state,
                        execution_space_of<MemorySpace> const& exec = {}) {
-  auto const& master = p.master(state, exec);
-  auto value = ops::make_result<T, Rank, MemorySpace>(p.mesh(), master.bound(), master.global_extents());
-  ops::local::convert(exec, ops::local::flat(master.local()), ops::local::flat(value.local()));
+  auto const value = ops::detail::converted<T>(p.master(state, exec), exec);
   mesh_shape const& shape = p.mesh().shape();
   bool const in_place =
       shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);

@@ -9,6 +9,7 @@
 #include "shardmesh/detail/lru_cache.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/result_pool.hpp"
+#include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
@@ -21,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace shardmesh::ops::detail {
@@ -91,6 +93,19 @@ dynamic_dtensor<T, Rank, MemorySpace> make_like(device_mesh const& mesh, bound_l
   using tensor = dynamic_dtensor<T, Rank, MemorySpace>;
   tensor_index const local = local_extents(mesh.shape(), l, global, mesh.rank());
   return tensor::adopt(mesh, unbind(mesh.shape(), l), global, pooled<typename tensor::view_type>(mesh, local));
+}
+
+// x's values converted to U (float to and from bf16, say) in a new tensor of x's layout; x itself when U is its type.
+template <class U, class T, std::size_t Rank, class MemorySpace>
+dynamic_dtensor<U, Rank, MemorySpace> converted(dynamic_dtensor<T, Rank, MemorySpace> const& x,
+                                                execution_space_of<MemorySpace> const& exec) {
+  if constexpr (std::is_same_v<U, T>) {
+    return x;
+  } else {
+    auto out = make_like<U, Rank, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
+    local::convert(exec, local::flat(x.local()), local::flat(out.local()));
+    return out;
+  }
 }
 
 // x in layout l: x itself when it is already, else redistributed. An op's
