@@ -137,10 +137,14 @@ def memory(plan_training, model, hardware, out_dir, command):
         m = json.load(f)
     doc = json.loads(run([plan_training, "--model", model, "--global-batch", "8", "--ranks", "2", "--hardware",
                           hardware, "--memory", "0", "--json"]).stdout)
-    plans = {(p["dp"], p["tp"], p["pp"], p["zero"], p["micro_batch"], p["micro_batches"], p["schedule"]): p
-             for p in doc["plans"]}
-    spread = [(2, 1, 1, z, 2, 2, "1f1b") for z in range(4)] + [(1, 2, 1, 0, 4, 2, "1f1b"), (1, 1, 2, 0, 2, 4, "zb-h1"),
-                                                           (1, 1, 2, 0, 2, 4, "gpipe"), (1, 1, 2, 0, 1, 8, "interleaved")]
+    plans = {(p["dp"], p["tp"], p["pp"], p["zero"], p["micro_batch"], p["micro_batches"], p["schedule"],
+              p["precision"], p["recompute"]): p for p in doc["plans"]}
+    spread = [(2, 1, 1, z, 2, 2, "1f1b", "fp32", "none") for z in range(4)] + [
+        (1, 2, 1, 0, 4, 2, "1f1b", "fp32", "none"), (1, 1, 2, 0, 2, 4, "zb-h1", "fp32", "none"),
+        (1, 1, 2, 0, 2, 4, "gpipe", "fp32", "none"), (1, 1, 2, 0, 1, 8, "interleaved", "fp32", "none"),
+        # Other precisions and recomputations, with ZeRO-3's gathers and a pipeline.
+        (2, 1, 1, 3, 2, 2, "1f1b", "bf16", "selective"), (1, 1, 2, 0, 2, 4, "1f1b", "fp16", "full"),
+        (1, 2, 1, 0, 4, 2, "1f1b", "bf16", "full")]
     for key in spread:
         check(key in plans, f"the planner lists {key}")
         p = plans[key]
@@ -150,6 +154,7 @@ def memory(plan_training, model, hardware, out_dir, command):
                 "--bucket-kib", 25 * 1024, "--quiet", "--report", report]
         if p["pp"] > 1:
             args += ["--schedule", p["schedule"], "--virtual", p["virtual_stages"]]
+        args += ["--precision", p["precision"], "--recompute", p["recompute"]]
         args += ["--model", m["architecture"]]
         for key_ in ("vocabulary", "sequence", "hidden", "heads", "head_size", "ffn", "layers", "kv_heads", "rope_base"):
             if key_ in m:
