@@ -555,6 +555,10 @@ def training_section(results):
     if zero:
         lines.append(f"- ZeRO-1 and ZeRO-2 within 1.10x of ZeRO-0: {sum(x <= 1.10 for *_, x in zero)} of {len(zero)}; "
                      + listed(zero))
+    bf16 = [(m, run, dp_ratio(r["shardmesh_bf16"], r["shardmesh"])) for (m, run), r in sorted(results.items())
+            if "shardmesh_bf16" in r and "shardmesh" in r]
+    if bf16:
+        lines.append("- bf16 step against the float step, the same model and run: " + listed(bf16))
     if exposed:
         lines.append("- exposed gradient reduction: " + ", ".join(
             f"{m.replace('_', ' ')} {run.replace('_', ' ')}: {100 * x:.0f}% of {c:.1f} ms" for m, run, x, c in exposed))

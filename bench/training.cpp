@@ -6,6 +6,8 @@
 //   train/<model>/<run>/shardmesh  run: 1rank (the whole global batch on one
 //       rank) or dp<n>_zero<s> (data-parallel over the n ranks, ZeRO stage
 //       s, the global batch split evenly; buckets of 25 MiB, as DDP's)
+//   train/<model>/<run>/shardmesh_bf16  the same in bf16 (float master
+//       weights, gradients and optimizer state), against the float run
 //
 // Time: the median over the timed steps of the slowest rank's step.
 // Counters: loss_<i>, the loss of step i, warm-up steps included
@@ -36,8 +38,6 @@ namespace {
 using namespace shardmesh;
 using namespace shardmesh::bench;
 using host = Kokkos::HostSpace;
-using model_type = parallel::gpt<float, host>;
-using trainer_type = parallel::trainer<model_type>;
 
 struct suite {
   std::size_t global_batch = 0, warmup_steps = 0, timed_steps = 0;
@@ -72,30 +72,35 @@ suite read_suite() {
   return s;
 }
 
-// A model and its trainer on the world's ranks, data-parallel ("dp").
+// A model computing in T and its trainer on the world's ranks, data-parallel ("dp").
+template <class T>
 struct training_run {
+  using model_type = parallel::gpt<T, host>;
+  using trainer_type = parallel::trainer<model_type>;
   training_run(device_mesh const& mesh, parallel::gpt_config const& config, parallel::training_options const& options)
       : model(mesh, config, synthetic_values(config)), trainer(model, mesh, options) {}
   model_type model;
   trainer_type trainer;
+
+  // Step i's micro-batch: this rank's share of the global batch.
+  typename trainer_type::micro_batch step_batch(device_mesh const& mesh, std::size_t global_batch,
+                                                std::size_t step) const {
+    parallel::gpt_config const& c = model.config();
+    synthetic_batch const b = synthetic_tokens(c, step * global_batch, global_batch);
+    layout const& ids = model.layouts().ids;
+    return {distribute<host>(mesh, ids, b.ids), distribute<host>(mesh, ids, b.targets)};
+  }
 };
 
-// Step i's micro-batch: this rank's share of the global batch.
-trainer_type::micro_batch step_batch(device_mesh const& mesh, model_type const& model, std::size_t global_batch,
-                                     std::size_t step) {
-  parallel::gpt_config const& c = model.config();
-  synthetic_batch const b = synthetic_tokens(c, step * global_batch, global_batch);
-  layout const& ids = model.layouts().ids;
-  return {distribute<host>(mesh, ids, b.ids), distribute<host>(mesh, ids, b.targets)};
-}
-
+template <class T>
 void train_case(benchmark::State& state, suite const& s, parallel::gpt_config const& config,
                 parallel::zero_stage stage) {
+  using run_type = training_run<T>;
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dynamic_extent}, {"tp", 1}});
   bool const data_parallel = mesh.shape()[0].extent > 1;
   parallel::training_options options{.stage = stage, .method = s.method, .clip_norm = s.clip_norm};
-  training_run run(mesh, config, options);
-  std::optional<training_run> sequential;  // the same steps with every reduction after backward
+  run_type run(mesh, config, options);
+  std::optional<run_type> sequential;  // the same steps with every reduction after backward
   if (data_parallel) {
     options.overlap = false;
     sequential.emplace(mesh, config, options);
@@ -105,7 +110,7 @@ void train_case(benchmark::State& state, suite const& s, parallel::gpt_config co
   std::size_t const total = s.warmup_steps + s.timed_steps;
   for (auto _ : state) {
     for (std::size_t i = 0; i < total; ++i) {
-      std::vector<trainer_type::micro_batch> const batch{step_batch(mesh, run.model, s.global_batch, i)};
+      std::vector<typename run_type::trainer_type::micro_batch> const batch{run.step_batch(mesh, s.global_batch, i)};
       timed_step_result const r = timed_step(run.trainer, batch);
       state.counters["loss_" + std::to_string(i)] = r.loss;
       if (sequential) {
@@ -131,11 +136,16 @@ void register_all() {
     for (parallel::zero_stage stage : stages) {
       std::string const run =
           n == 1 ? "1rank" : "dp" + std::to_string(n) + "_zero" + std::to_string(static_cast<int>(stage));
-      benchmark::RegisterBenchmark("train/" + name + "/" + run + "/shardmesh",
-                                   [&config, stage](benchmark::State& state) { train_case(state, s, config, stage); })
-          ->UseManualTime()
-          ->Iterations(1)
-          ->Unit(benchmark::kMillisecond);
+      auto const add = [&](std::string const& impl, auto run_case) {
+        benchmark::RegisterBenchmark(
+            "train/" + name + "/" + run + "/" + impl,
+            [&config, stage, run_case](benchmark::State& state) { run_case(state, s, config, stage); })
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Unit(benchmark::kMillisecond);
+      };
+      add("shardmesh", train_case<float>);
+      add("shardmesh_bf16", train_case<bf16>);
     }
 }
 
