@@ -3,6 +3,8 @@
 // 65536 16-bit patterns to float, and every 97th float pattern (both signs,
 // all exponents: zeros, subnormals, ties, overflow, infinities, NaNs) to 16
 // bits. NaN matches NaN whatever the payload.
+#include "float16_bits.hpp"
+
 #include <shardmesh/algebra/validation.hpp>
 
 #include <catch2/catch_test_macros.hpp>
@@ -10,7 +12,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 using namespace shardmesh;
@@ -19,17 +20,12 @@ namespace {
 
 template <class Compiler>
 std::uint16_t compiler_bits(float f) {
-  auto const x = static_cast<Compiler>(f);
-  std::uint16_t b = 0;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
+  return test::bits(static_cast<Compiler>(f));
 }
 
 template <class Compiler>
 float compiler_float(std::uint16_t b) {
-  Compiler x;
-  std::memcpy(&x, &b, sizeof b);
-  return static_cast<float>(x);
+  return static_cast<float>(test::from_bits<Compiler>(b));
 }
 
 bool is_nan16(std::uint16_t b, bool bf16) {

@@ -104,6 +104,18 @@ class model_run {
     return trainer_->step(micro);
   }
 
+  // `steps` steps, batch_of(step) giving each one's samples: every step's loss and norm, and the parameters after.
+  history run_steps(std::function<batch(std::size_t)> const& batch_of, std::size_t steps) {
+    history h;
+    for (std::size_t step = 0; step < steps; ++step) {
+      auto const r = this->step(batch_of(step));
+      h.losses.push_back(r.loss);
+      h.norms.push_back(r.grad_norm);
+    }
+    h.parameters = parameters();
+    return h;
+  }
+
   // The parameters this rank's stage holds, gathered, as double.
   [[nodiscard]] values parameters() {
     values out;
@@ -130,14 +142,7 @@ template <class Model>
 history train(pipeline_setup const& su, typename Model::config_type const& config, values const& start,
               std::size_t samples, std::function<batch(std::size_t)> const& batch_of, run_options const& o) {
   model_run<Model> run(su, config, start, samples, o);
-  history h;
-  for (std::size_t step = 0; step < o.steps; ++step) {
-    auto const r = run.step(batch_of(step));
-    h.losses.push_back(r.loss);
-    h.norms.push_back(r.grad_norm);
-  }
-  h.parameters = run.parameters();
-  return h;
+  return run.run_steps(batch_of, o.steps);
 }
 
 }  // namespace shardmesh::test::training

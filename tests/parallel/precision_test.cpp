@@ -269,14 +269,7 @@ void check_recomputation(Config config, values const& start, std::size_t samples
     for (parallel::recompute_mode mode : parallel::recompute_modes) {
       config.recompute = mode;
       model_run<Model<float, host>> run(s, config, start, samples, o);
-      history h;
-      for (std::size_t step = 0; step < o.steps; ++step) {
-        auto const r = run.step(batch_of(step));
-        h.losses.push_back(r.loss);
-        h.norms.push_back(r.grad_norm);
-      }
-      h.parameters = run.parameters();
-      runs.push_back(std::move(h));
+      runs.push_back(run.run_steps(batch_of, o.steps));
       kept.push_back(activation_peak(run.trainer()));
     }
     for (std::size_t m = 1; m < runs.size(); ++m) {
