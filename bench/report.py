@@ -43,6 +43,8 @@ PENCIL_MARKERS = ("<!-- pencil results begin -->", "<!-- pencil results end -->"
 PRODUCT_KINDS = ("product", "pencil")
 TRAINING_MARKERS = ("<!-- training results begin -->", "<!-- training results end -->")
 TRAINING_KINDS = ("train",)
+LOCAL_PRODUCT_MARKERS = ("<!-- local product results begin -->", "<!-- local product results end -->")
+LOCAL_PRODUCT_KINDS = ("local_product",)
 SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -56,7 +58,7 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS + TRAINING_KINDS
+        if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS + TRAINING_KINDS + LOCAL_PRODUCT_KINDS
                for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
@@ -486,6 +488,21 @@ def product_section(results):
     return "\n".join(rows) + "\n"
 
 
+def local_product_section(results):
+    """Local products in bf16 and fp16 against the float BLAS, every rank multiplying at once: GFLOP/s per rank."""
+    impls = ("fp32", "bf16", "bf16_widened", "fp16")
+    rows = ["| m x n x k | " + " | ".join(f"{i} GFLOP/s" for i in impls) + " | bf16 / fp32 | fp16 / fp32 |",
+            "|" + "---|" * (len(impls) + 3)]
+    for (shape,) in sorted(results, key=lambda k: [int(x) for x in k[0].split("x")]):
+        r = results[(shape,)]
+        if not all(i in r for i in impls):
+            continue
+        rate = {i: statistics.median(x["gflops"] for x in r[i]) for i in impls}
+        rows.append(f"| {shape} | " + " | ".join(f"{rate[i]:.0f}" for i in impls) +
+                    f" | {rate['bf16'] / rate['fp32']:.2f}x | {rate['fp16'] / rate['fp32']:.2f}x |")
+    return "\n".join(rows) + "\n"
+
+
 def pencil_section(results):
     """Strided pencil transposes against contiguous ones and hand-written MPI, side by side."""
     rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | alltoallw ms | strided / alltoallw | "
@@ -589,7 +606,8 @@ def main():
     products, product_contexts = load_cases(args.results, "product", 2)
     pencils, pencil_contexts = load_cases(args.results, "pencil", 2)
     training, training_contexts = load_cases(args.results, "train", 2)
-    if not any((results, block, dp, pipe, saves, products, pencils, training)):
+    local, local_contexts = load_cases(args.results, "local_product", 1)
+    if not any((results, block, dp, pipe, saves, products, pencils, training, local)):
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -615,6 +633,9 @@ def main():
     if training:
         sections[TRAINING_MARKERS] = (f"Produced by `{args.command}` on {machine(training_contexts)}.\n\n"
                                       f"{training_section(training)}")
+    if local:
+        sections[LOCAL_PRODUCT_MARKERS] = (f"Produced by `{args.command}` on {machine(local_contexts)}.\n\n"
+                                           f"{local_product_section(local)}")
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -629,7 +650,7 @@ def main():
         if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
                                                                            PIPELINE_MARKERS, CHECKPOINT_MARKERS,
                                                                            PRODUCT_MARKERS, PENCIL_MARKERS,
-                                                                           TRAINING_MARKERS)):
+                                                                           TRAINING_MARKERS, LOCAL_PRODUCT_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

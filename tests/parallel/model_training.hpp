@@ -104,10 +104,10 @@ class model_run {
     return trainer_->step(micro);
   }
 
-  // `steps` steps, batch_of(step) giving each one's samples: every step's loss and norm, and the parameters after.
-  history run_steps(std::function<batch(std::size_t)> const& batch_of, std::size_t steps) {
+  // `count` steps, batch_of(step) giving each one's samples: every step's loss and norm, and the parameters after.
+  history run_steps(std::function<batch(std::size_t)> const& batch_of, std::size_t count) {
     history h;
-    for (std::size_t step = 0; step < steps; ++step) {
+    for (std::size_t step = 0; step < count; ++step) {
       auto const r = this->step(batch_of(step));
       h.losses.push_back(r.loss);
       h.norms.push_back(r.grad_norm);
