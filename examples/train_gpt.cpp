@@ -104,6 +104,7 @@ struct options {
   std::size_t every = 0;
   std::string model = "gpt";
   std::string precision = "fp32", recompute = "none";  // not run options: a checkpoint resumes in any
+  std::string gradient_reduction = "fp32";
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::size_t kv_heads = 0;  // 0: as many as the heads
   double rope_base = 10000;
@@ -283,7 +284,8 @@ class run {
                   .clip_norm = o.clip,
                   .bucket_bytes = o.bucket_kib * 1024,
                   .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
-                  .timeline = !o.timeline.empty()}) {}
+                  .timeline = !o.timeline.empty(),
+                  .gradient_reduction = *parallel::parse_precision(o.gradient_reduction)}) {}
 
   [[nodiscard]] typename trainer_type::step_result step(std::size_t s) {
     std::vector<typename trainer_type::micro_batch> micro;
@@ -633,6 +635,10 @@ int main(int argc, char** argv) {
                  "activation recomputation per block: none, selective (the attention core) or full (keep only each "
                  "block's input)")
       ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str();
+  app.add_option("--gradient-reduction", o.gradient_reduction,
+                 "what gradients are summed in over dp: fp32, or bf16 (half the bytes, each message's sums rounded)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_flag("--check", o.check, "train on 1 rank alongside and compare the loss curves");
   app.add_flag("--quiet", o.quiet, "no per-step lines");

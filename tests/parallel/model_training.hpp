@@ -28,6 +28,7 @@ struct run_options {
   parallel::learning_rate_schedule lr_schedule = {};
   double clip_norm = clip;
   parallel::loss_scaling scaling = {};
+  parallel::precision gradient_reduction = parallel::precision::fp32;
 };
 
 // The training runs of the world's ranks: pp 1 with every ZeRO stage, pp 2 with every schedule (each with
@@ -85,7 +86,8 @@ class model_run {
                                                 .clip_norm = o.clip_norm,
                                                 .bucket_bytes = 512,
                                                 .schedule = su.schedule,
-                                                .scaling = o.scaling});
+                                                .scaling = o.scaling,
+                                                .gradient_reduction = o.gradient_reduction});
   }
 
   [[nodiscard]] trainer_type& trainer() { return *trainer_; }

@@ -2,8 +2,9 @@
 // type; gradients, master weights and the optimizer's state in float):
 // both models over every dp x pp x tp setup of the world with each ZeRO
 // stage, 20 steps, against the float run of the same setup and against
-// each other; fp16's loss scaling through an injected overflow; and a bf16
-// run's checkpoint resumed under another layout and under float.
+// each other; fp16's loss scaling through an injected overflow; a bf16
+// run's checkpoint resumed under another layout and under float;
+// recomputation; and gradients reduced in bf16.
 //
 // Tolerances, from the formats' unit roundoff u (bf16 2^-9 = 2.0e-3, fp16
 // 2^-12 = 2.4e-4): the 16-bit run rounds every parameter and activation,
@@ -289,4 +290,31 @@ TEST_CASE("recomputation gives bitwise the gradients without it, for each mode, 
   check_recomputation<parallel::gpt>(gpt_config(), test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5)),
                                      gpt_sizes.B, gpt_batch);
   check_recomputation<parallel::llama>(llama_config(), lr::init(llama_sizes, 5), llama_sizes.B, llama_batch);
+}
+
+TEST_CASE("gradients reduced in bf16 move half the bytes and train as those reduced in float",
+          "[precision][gradient_reduction]") {
+  // A float GPT over the world's data-parallel setups (every ZeRO stage), 20 steps. Rounding each gradient
+  // (and each message's sums) to bf16 moves a step by at most about 2^-8 of itself, which Adam's normalised
+  // update barely sees: the losses stay within bf16's tolerance of the float reduction's (1e-2).
+  values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
+  for (pipeline_setup const& s : setups_of_world()) {
+    if (s.pp > 1 || s.dp == 1) continue;
+    INFO(describe(s));
+    std::vector<history> runs;
+    std::vector<std::uint64_t> reduced;  // bytes received by the gradient reductions
+    for (parallel::precision p : {parallel::precision::fp32, parallel::precision::bf16}) {
+      run_options o = options;
+      o.gradient_reduction = p;
+      model_run<parallel::gpt<float, host>> run(s, gpt_config(), start, gpt_sizes.B, o);
+      run.mesh().counters().reset();
+      runs.push_back(run.run_steps(gpt_batch, o.steps));
+      auto const& c = run.mesh().counters();
+      reduced.push_back(c["all_reduce"].bytes_received + c["reduce_scatter"].bytes_received);
+    }
+    CHECK(largest_relative_difference(runs[1].losses, runs[0].losses) <= 1e-2);
+    CHECK(runs[1].losses != runs[0].losses);  // rounded indeed
+    if (s.tp == 1)                            // else tensor parallelism's float all-reduces count too
+      CHECK(static_cast<double>(reduced[1]) < 0.6 * static_cast<double>(reduced[0]));
+  }
 }

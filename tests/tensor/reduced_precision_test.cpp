@@ -1,7 +1,8 @@
 // Collectives on 16-bit floats (bf16, fp16): moves carry every bit pattern
 // unchanged at two bytes per element; reductions sum in float and round
 // once, which a sum in the 16-bit type, rank after rank, does not give
-// (checked on 3 ranks and more, where it differs).
+// (checked on 3 ranks and more, where it differs); asked to sum per
+// message, they move half the bytes and round each message's sums.
 #include "float16_bits.hpp"
 #include "mpi_test.hpp"
 
@@ -146,4 +147,36 @@ TEMPLATE_TEST_CASE("a partial 16-bit tensor reduces in float through the algebra
     auto const whole = gather(y);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(bits(whole.data()[i]) == bits(widened_sum<T>(w.size, i)));
   }
+}
+
+TEMPLATE_TEST_CASE("16-bit floats summed per message move half the bytes and round each message's sums",
+                   "[comm][precision]", bf16, fp16) {
+  using T = TestType;
+  world w;
+  std::size_t const n = 7;
+  w.comm.counters().reset();
+  view<T> data = contributions<T>(w.rank, n);
+  all_reduce(w.comm, data, reduce_op::sum);  // widened, for the bytes
+  std::size_t const widened_bytes = w.comm.counters()["all_reduce"].bytes_received;
+  w.comm.counters().reset();
+  data = contributions<T>(w.rank, n);
+  iall_reduce(w.comm, data, reduce_op::sum, completion::deferred, Kokkos::DefaultHostExecutionSpace{},
+              sixteen_bit_sum::per_message)
+      .wait();
+  REQUIRE(2 * w.comm.counters()["all_reduce"].bytes_received == widened_bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    if (w.size <= 2) {  // one addition, rounded once either way
+      REQUIRE(bits(data(i)) == bits(widened_sum<T>(w.size, i)));
+    } else {  // each of the n - 1 additions rounds by at most half a spacing (the sums stay in [1, 2))
+      double const spacing = ulp_of_one<T>();
+      REQUIRE(std::abs(static_cast<double>(data(i)) - static_cast<double>(widened_sum<T>(w.size, i))) <=
+              (static_cast<double>(w.size) - 1) * spacing / 2 + spacing / 2);
+    }
+  }
+  view<T> const block("block", 1);
+  REQUIRE_THROWS_AS(
+      ireduce_scatter(w.comm, contributions<T>(w.rank, w.size), block, reduce_op::max, completion::deferred,
+                      Kokkos::DefaultHostExecutionSpace{}, sixteen_bit_sum::per_message),
+      invalid_option_error);
 }

@@ -117,13 +117,17 @@ def calibrate(out_dir, command):
 def described(plan_training, models, hardware):
     for (hardware_file, ranks), model in itertools.product((("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)),
                                                            ("gpt-350m.json", "llama-1b.json")):
+        # bf16 given (the search over every precision takes three times as long): every plan in it.
         out = run([plan_training, "--model", os.path.join(models, model), "--global-batch", "512",
-                   "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file), "--top", "5"]).stdout
+                   "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file), "--top", "5",
+                   "--precision", "bf16"]).stdout
         check("PREDICTION" in out and "described, not measured" in out, f"{hardware_file}: labelled a prediction")
         doc = json.loads(run([plan_training, "--model", os.path.join(models, model), "--global-batch",
                               "512", "--ranks", str(ranks), "--hardware", os.path.join(hardware, hardware_file),
-                              "--json"]).stdout)
+                              "--json", "--precision", "bf16"]).stdout)
         feasible = [p for p in doc["plans"] if "seconds" in p]
+        check(all(p["precision"] == "bf16" for p in doc["plans"]), f"{hardware_file}: --precision bf16 holds")
+        check(all(0 < p["model_flops_utilisation"] < 1 for p in feasible), f"{hardware_file}: an MFU for each plan")
         check(doc["prediction_only"] and feasible, f"{hardware_file}: plans, as predictions")
         with open(os.path.join(models, model)) as f:
             check(doc["model"]["architecture"] == json.load(f)["architecture"], f"{model}: its architecture echoed")

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 
 namespace shardmesh {
 
@@ -31,43 +32,45 @@ inline std::size_t all_reduce_moved(communicator const& comm, std::size_t count)
 }  // namespace detail
 
 // MPI_Iallreduce into recv. Precondition: send and recv have equal extents
-// and do not overlap. 16-bit floats reduce in float (reduced_precision.hpp).
+// and do not overlap. 16-bit floats reduce in float unless `how` says per
+// message (reduced_precision.hpp).
 template <class T, class Space>
 [[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv,
                                   reduce_op op, completion when = completion::deferred,
-                                  execution_space_of<Space> const& exec = {}) {
-  if constexpr (float16_element<T>) {
-    return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
-      return iall_reduce(comm, wide_send, wide_recv, op, when, exec);
-    });
-  } else {
-    std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
-    int const count = detail::mpi_count(recv.extent(0));
-    return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec,
-                        [&](T* in, T* out, MPI_Request* r) {
-                          detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, in, out, count,
-                                                  mpi_reduction_type<T>(), mpi_op(op), comm.get());
-                        });
-  }
+                                  execution_space_of<Space> const& exec = {},
+                                  sixteen_bit_sum how = sixteen_bit_sum::widened) {
+  if constexpr (float16_element<T>)
+    if (how == sixteen_bit_sum::widened)
+      return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
+        return iall_reduce(comm, wide_send, wide_recv, op, when, exec);
+      });
+  std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
+  int const count = detail::mpi_count(recv.extent(0));
+  std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
+  return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec, [&](T* in, T* out, MPI_Request* r) {
+    detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, in, out, count, reduction.first, reduction.second,
+                            comm.get());
+  });
 }
 
 // MPI_Iallreduce in place: data holds this rank's contribution, then the result.
 template <class T, class Space>
 [[nodiscard]] request iall_reduce(communicator const& comm, Kokkos::View<T*, Space> data, reduce_op op,
-                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
-  if constexpr (float16_element<T>) {
-    return detail::widened_reduction(Kokkos::View<T*, Space>(), data, exec,
-                                     [&](auto, auto wide) { return iall_reduce(comm, wide, op, when, exec); });
-  } else {
-    std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
-    int const count = detail::mpi_count(data.extent(0));
-    return detail::post(comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
-                        [&](T*, T* inout, MPI_Request* r) {
-                          detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count,
-                                                  mpi_reduction_type<T>(), mpi_op(op), comm.get());
-                        },
-                        {.in_place = true, .send_parts = std::nullopt, .recv_parts = std::nullopt});
-  }
+                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {},
+                                  sixteen_bit_sum how = sixteen_bit_sum::widened) {
+  if constexpr (float16_element<T>)
+    if (how == sixteen_bit_sum::widened)
+      return detail::widened_reduction(Kokkos::View<T*, Space>(), data, exec,
+                                       [&](auto, auto wide) { return iall_reduce(comm, wide, op, when, exec); });
+  std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
+  int const count = detail::mpi_count(data.extent(0));
+  std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
+  return detail::post(comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,
+                      [&](T*, T* inout, MPI_Request* r) {
+                        detail::blocking_or_not(r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, inout, count,
+                                                reduction.first, reduction.second, comm.get());
+                      },
+                      {.in_place = true, .send_parts = std::nullopt, .recv_parts = std::nullopt});
 }
 
 template <class T, class Space>

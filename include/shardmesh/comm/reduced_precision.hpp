@@ -14,15 +14,23 @@
 // on the execution-space instance, reduces in float (MPI_FLOAT), and rounds
 // the result back once: a sum over n ranks is the float sum rounded once,
 // not n - 1 roundings to 16 bits. The widened buffers are what MPI moves, so
-// the counters record 4 bytes per element for these reductions.
+// the counters record 4 bytes per element for these reductions. A caller
+// that trades that for half the bytes asks for sixteen_bit_sum::per_message
+// (gradients reduced in bf16, say): MPI then sums the 16-bit buffers with
+// an operation that adds each pair in float and rounds the sum, so a sum
+// over n ranks rounds up to n - 1 times, in an order MPI chooses.
 
 #include "shardmesh/algebra/validation.hpp"
+#include "shardmesh/comm/mpi_types.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/staging.hpp"
 #include "shardmesh/detail/float16.hpp"
+#include "shardmesh/errors.hpp"
 
+#include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -45,6 +53,10 @@ static_assert(float16_element<bf16> && float16_element<fp16>);
 // The type sums over elements of T accumulate in: float for 16-bit floats, T otherwise.
 template <class T>
 using accumulation_t = std::conditional_t<float16_element<T>, float, T>;
+
+// How a reduction of 16-bit floats sums (see above): widened to float and
+// rounded once, or in 16 bits, each message's sums rounded.
+enum class sixteen_bit_sum { widened, per_message };
 
 namespace detail {
 
@@ -87,6 +99,48 @@ request widened_reduction(Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> 
     convert_into(recv, wide_recv, exec);
     exec.fence("shardmesh::widened_reduction: round the result");
   });
+}
+
+// inout[i] = in[i] + inout[i], the pair added in float and rounded to T:
+// MPI's user-defined sum of 16-bit floats (an MPI_User_function).
+template <class T>
+void rounded_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  auto const* a = static_cast<T const*>(in);
+  auto* b = static_cast<T*>(inout);
+  for (int i = 0; i < *length; ++i) b[i] = static_cast<T>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+
+// The MPI operation of rounded_sum<T>, made on first use (after MPI_Init) and kept.
+template <class T>
+MPI_Op rounded_sum_op() {
+  static MPI_Op const op = [] {
+    MPI_Op made = MPI_OP_NULL;
+    MPI_Op_create(&rounded_sum<T>, 1, &made);
+    return made;
+  }();
+  return op;
+}
+
+// The MPI operation for a per-message reduction `op` of 16-bit floats: only sums round.
+template <class T>
+MPI_Op per_message_op(reduce_op op) {
+  if (op != reduce_op::sum)
+    throw invalid_option_error(std::string("shardmesh: a reduction of 16-bit floats per message sums; ") +
+                               std::string(to_string(op)) + " runs widened");
+  return rounded_sum_op<T>();
+}
+
+// The datatype and operation MPI reduces T with by `op`: its own, or for
+// 16-bit floats summed per message, their bits and rounded_sum.
+template <class T>
+std::pair<MPI_Datatype, MPI_Op> reduction_of(reduce_op op, sixteen_bit_sum how) {
+  if constexpr (float16_element<T>) {
+    if (how != sixteen_bit_sum::per_message)
+      throw std::logic_error("shardmesh: widened 16-bit reductions reduce their float copies");
+    return {mpi_type<T>(), per_message_op<T>(op)};
+  } else {
+    return {mpi_reduction_type<T>(), mpi_op(op)};
+  }
 }
 
 }  // namespace detail

@@ -62,6 +62,7 @@
 #include "shardmesh/strategy/layer_partition.hpp"
 #include "shardmesh/strategy/learning_rate.hpp"
 #include "shardmesh/strategy/pipeline_simulation.hpp"
+#include "shardmesh/strategy/precision.hpp"
 #include "shardmesh/strategy/state_sharding.hpp"
 #include "shardmesh/train/detail/fused_gather.hpp"
 #include "shardmesh/train/detail/gradient_bucket.hpp"
@@ -116,6 +117,9 @@ struct training_options {
   schedule_kind schedule = schedule_kind::one_f_one_b;  // the pipeline's schedule
   bool timeline = false;      // start each step at a barrier and time every compute action (timeline())
   loss_scaling scaling = {};  // fp16 models only
+  // What gradients are summed in over "dp": fp32 (widened from any model's; exact but for the final rounding),
+  // or bf16 (half the bytes, each message's sums rounded: gradient_bucket.hpp). Gradients are kept in float.
+  precision gradient_reduction = precision::fp32;
 };
 
 // Why the options cannot be used; empty when they can. The same on every
@@ -126,6 +130,8 @@ struct training_options {
   if (o.bucket_bytes == 0) return "training: the gradient bucket size must be at least 1 byte, not 0";
   if (!std::isfinite(o.clip_norm) || o.clip_norm < 0)
     return "training: the clipping norm is " + std::to_string(o.clip_norm) + ", which is not 0 (none) or positive";
+  if (o.gradient_reduction == precision::fp16)
+    return "training: gradients are reduced in fp32 or bf16, not fp16 (its range would overflow)";
   loss_scaling const& l = o.scaling;
   if (!std::isfinite(l.initial) || l.initial <= 0 || !std::isfinite(l.growth) || l.growth < 1 || !(l.backoff > 0) ||
       l.backoff >= 1 || l.interval == 0)
@@ -455,7 +461,7 @@ class trainer {
         // 1 to 32767 (MPI's least upper bound for tags); 0 is other exchanges'. Buckets
         // 32766 apart never overlap in time.
         int const tag = static_cast<int>(buckets_.size() % 32766) + 1;
-        buckets_.push_back(std::make_unique<bucket>(std::move(open), dp_, tag));
+        buckets_.push_back(std::make_unique<bucket>(std::move(open), dp_, tag, options_.gradient_reduction));
         if (fused_update())
           update_gathers_.push_back(
               std::make_unique<gather>(stage_mesh_, buckets_.back()->group(), buckets_.back()->parts()));

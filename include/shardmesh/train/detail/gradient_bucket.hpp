@@ -14,16 +14,22 @@
 // the mesh measured faster for this size (runtime/collective_tuning.hpp).
 // The buffers are the bucket's own, recorded as workspace, of the
 // gradients' type (float for bf16 and fp16 parameters: reduced in float).
+// Reduced in bf16 instead (training_options::gradient_reduction), the
+// packed gradients are rounded into bf16 copies that MPI sums per message
+// (comm/reduced_precision.hpp: half the bytes, a rounding per hop) and
+// widened back before they are handed out.
 
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/comm/all_reduce.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
+#include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"
 #include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
+#include "shardmesh/strategy/precision.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 #include "shardmesh/train/detail/dp_parts.hpp"
 #include "shardmesh/train/detail/trainable.hpp"
@@ -52,7 +58,8 @@ class gradient_bucket {
   // on axis dp, in the order backward completes their gradients. tag: a
   // number the bucket's messages carry, different for each bucket of the
   // same dp group and the same on every rank.
-  gradient_bucket(std::vector<member*> members, std::size_t dp, int tag) : members_(std::move(members)), tag_(tag) {
+  gradient_bucket(std::vector<member*> members, std::size_t dp, int tag, precision reduce_in = precision::fp32)
+      : members_(std::move(members)), tag_(tag) {
     device_mesh const& mesh = members_.front()->mesh();
     group_ = &mesh.group(axis_set::of(dp));
     n_ = static_cast<std::size_t>(group_->size());
@@ -74,7 +81,14 @@ class gradient_bucket {
         scratch_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
                              *std::max_element(parts_.counts().begin(), parts_.counts().end()));
     }
-    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(G));
+    if (reduce_in == precision::bf16) {
+      narrow_send_ = narrow_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket (bf16)"),
+                                 send_.size());
+      narrow_recv_ = narrow_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket (bf16)"),
+                                 recv_.size());
+    }
+    buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(G) +
+                                                          (narrow_send_.size() + narrow_recv_.size()) * sizeof(bf16));
   }
 
   [[nodiscard]] std::vector<member*> const& members() const { return members_; }
@@ -100,6 +114,17 @@ class gradient_bucket {
       for (std::size_t m = 0; m < members_.size(); ++m)
         at = copy(exec, part(members_[m]->accumulated(), m, q), send_, at);
     for (member* m : members_) m->zero_grad();
+    if (narrow()) {
+      shardmesh::detail::convert_into(narrow_send_, send_, exec);
+      exec.fence("shardmesh::gradient_bucket");
+      constexpr auto rounded = sixteen_bit_sum::per_message;
+      if (kind_ == step_kind::all_reduce)
+        pending_.emplace(iall_reduce(*group_, narrow_send_, reduce_op::sum, completion::deferred, exec, rounded));
+      else
+        pending_.emplace(ireduce_scatter_v(*group_, narrow_send_, narrow_recv_, parts_.counts(), reduce_op::sum,
+                                           completion::deferred, exec, rounded));
+      return;
+    }
     exec.fence("shardmesh::gradient_bucket");
     collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
     if (kind_ == step_kind::all_reduce)
@@ -124,6 +149,8 @@ class gradient_bucket {
     pending_.reset();
     ring_.reset();
     flat_view const from = kind_ == step_kind::all_reduce ? send_ : recv_;
+    if (narrow())
+      shardmesh::detail::convert_into(from, kind_ == step_kind::all_reduce ? narrow_send_ : narrow_recv_, exec);
     std::size_t at = 0;
     for (member* m : members_) {
       flat_view const to = m->new_reduced();
@@ -162,6 +189,9 @@ class gradient_bucket {
     return Kokkos::subview(block, parts_.part(m, q));
   }
 
+  using narrow_view = Kokkos::View<bf16*, MemorySpace>;
+  [[nodiscard]] bool narrow() const { return narrow_send_.size() > 0; }
+
   static std::size_t copy(exec_type const& exec, flat_view const& from, flat_view const& to, std::size_t at) {
     if (from.size() > 0) Kokkos::deep_copy(exec, Kokkos::subview(to, std::pair(at, at + from.size())), from);
     return at + from.size();
@@ -174,6 +204,7 @@ class gradient_bucket {
   step_kind kind_ = step_kind::all_reduce;
   dp_parts parts_;
   flat_view send_, recv_, scratch_;
+  narrow_view narrow_send_, narrow_recv_;  // reduced in bf16: the rounded copies MPI sums
   ledger_entry buffers_;
   std::optional<request> pending_;
   std::optional<ring_reduce_scatter<G, MemorySpace>> ring_;
