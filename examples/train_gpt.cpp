@@ -26,8 +26,9 @@
 // layout and rank count sees the same data.
 //
 // --precision bf16 or fp16 computes in that type (parameters and
-// activations), with float gradients, master weights and optimizer state;
-// fp16 scales its loss and skips a step that overflows. --recompute
+// activations), with float gradients (or, --gradient-type, in the model's
+// type), master weights and optimizer state; fp16 scales its loss and
+// skips a step that overflows. --recompute
 // selective or full recomputes activations in backward (the same
 // gradients, less memory kept).
 //
@@ -104,7 +105,7 @@ struct options {
   std::size_t every = 0;
   std::string model = "gpt";
   std::string precision = "fp32", recompute = "none";  // not run options: a checkpoint resumes in any
-  std::string gradient_reduction = "fp32";
+  std::string gradient_type = "fp32", gradient_reduction = "fp32";
   std::size_t vocabulary = 32, sequence = 16, hidden = 32, heads = 4, head_size = 8, ffn = 128, layers = 2;
   std::size_t kv_heads = 0;  // 0: as many as the heads
   double rope_base = 10000;
@@ -285,6 +286,7 @@ class run {
                   .bucket_bytes = o.bucket_kib * 1024,
                   .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
                   .timeline = !o.timeline.empty(),
+                  .gradient_type = *parallel::parse_precision(o.gradient_type),
                   .gradient_reduction = *parallel::parse_precision(o.gradient_reduction)}) {}
 
   [[nodiscard]] typename trainer_type::step_result step(std::size_t s) {
@@ -635,6 +637,10 @@ int main(int argc, char** argv) {
                  "activation recomputation per block: none, selective (the attention core) or full (keep only each "
                  "block's input)")
       ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str();
+  app.add_option("--gradient-type", o.gradient_type,
+                 "what gradients are kept in: fp32, or the model's own bf16 or fp16 (half the bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
   app.add_option("--gradient-reduction", o.gradient_reduction,
                  "what gradients are summed in over dp: fp32, or bf16 (half the bytes, each message's sums rounded)")

@@ -216,7 +216,12 @@ void check_plan(parallel::training_plan const& plan, parallel::memory_model cons
     chunks.emplace_back(stage, g, [&](std::string const& name) { return start.at(name); }, parts[k * plan.pp + s]);
     pointers.push_back(&chunks.back());
   }
-  trainer_type train(pointers, mesh, {.stage = plan.zero, .method = parallel::adamw{}, .schedule = plan.schedule});
+  trainer_type train(pointers, mesh,
+                     {.stage = plan.zero,
+                      .method = parallel::adamw{},
+                      .schedule = plan.schedule,
+                      .gradient_type = plan.gradients,
+                      .gradient_reduction = plan.gradients});
   batch const b = TestType::batch_of(global);
   std::vector<typename trainer_type::micro_batch> micro;
   for (std::size_t a = 0; a < plan.micro_batches; ++a) {
@@ -243,8 +248,9 @@ TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activat
   bool const sequence_parallel = GENERATE(false, true) && TestType::sequence_parallel;
   auto const description = std::make_shared<typename TestType::description const>(TestType::config(sequence_parallel));
   parallel::memory_model const predict(*description);
-  // Every precision and recomputation the model has (the tests' own model: float, none), on every plan.
-  parallel::training_problem problem{description, global, n, 2, std::nullopt, std::nullopt};
+  // Every precision, recomputation and gradient type the model has (the tests' own model: float, none), on every
+  // plan.
+  parallel::training_problem problem{description, global, n, 2, std::nullopt, std::nullopt, std::nullopt};
   if (!TestType::precisions) problem.compute = parallel::precision::fp32;
   if (!TestType::precisions) problem.recompute = parallel::recompute_mode::none;
   std::size_t runs = 0;

@@ -28,6 +28,7 @@ struct run_options {
   parallel::learning_rate_schedule lr_schedule = {};
   double clip_norm = clip;
   parallel::loss_scaling scaling = {};
+  parallel::precision gradient_type = parallel::precision::fp32;
   parallel::precision gradient_reduction = parallel::precision::fp32;
 };
 
@@ -87,6 +88,7 @@ class model_run {
                                                 .bucket_bytes = 512,
                                                 .schedule = su.schedule,
                                                 .scaling = o.scaling,
+                                                .gradient_type = o.gradient_type,
                                                 .gradient_reduction = o.gradient_reduction});
   }
 

@@ -96,8 +96,10 @@ def calibrate(out_dir, command):
     run([*command, "--quick", "--out", again, "--faster-than", path])
     with open(again) as f:
         h2 = json.load(f)
-    rate = {(g["m"], g["n"], g["k"]): g["flops_per_second"] for g in h["gemm"]}
-    check(all(g["flops_per_second"] >= rate[(g["m"], g["n"], g["k"])] for g in h2["gemm"]),
+    def shape(g):
+        return g["m"], g["n"], g["k"], g.get("precision", "fp32")
+    rate = {shape(g): g["flops_per_second"] for g in h["gemm"]}
+    check(all(g["flops_per_second"] >= rate[shape(g)] for g in h2["gemm"]),
           "--faster-than: every GEMM rate at least the earlier file's")
     check(h2["redistribution_overhead_seconds"] <= h["redistribution_overhead_seconds"] and
           h2["sync_overhead_seconds"] <= h["sync_overhead_seconds"] and

@@ -95,12 +95,14 @@ void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
 }
 
 int run(int argc, char** argv) {
-  std::string model_file, hardware_file, pictures, precision_name = "any", recompute_name = "any";
+  std::string model_file, hardware_file, pictures, precision_name = "any", recompute_name = "any",
+                                                   gradients_name = "fp32";
   std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4;
   bool json = false;
   CLI::App app{
       "Ranks the ways to train a GPT on a machine: every (dp, tp, pp, ZeRO stage, micro-batch, "
-      "micro-batches, schedule, v, precision, recomputation) for the global batch on the ranks, the plans over the "
+      "micro-batches, schedule, v, precision, recomputation, gradient type) for the global batch on the ranks, the "
+      "plans over the "
       "memory capacity dropped with their reason, the rest by predicted step time, with their model flops "
       "utilisation.",
       "shardmesh-plan-training"};
@@ -126,6 +128,10 @@ int run(int argc, char** argv) {
                  "the run's activation recomputation (none, selective, full), or any: searched")
       ->check(CLI::IsMember({"none", "selective", "full", "any"}))
       ->capture_default_str();
+  app.add_option("--gradients", gradients_name,
+                 "what gradients are kept and reduced in (fp32, or bf16 with a bf16 model), or any: searched")
+      ->check(CLI::IsMember({"fp32", "bf16", "any"}))
+      ->capture_default_str();
   app.add_flag("--json", json, "print every plan as JSON instead of the table");
   app.add_option("--pictures", pictures,
                  "write PREFIX-memory-time.svg and PREFIX-parts.svg (and .png where rsvg-convert is installed)")
@@ -134,9 +140,13 @@ int run(int argc, char** argv) {
 
   hardware_model const hardware = planner_tool::read_hardware(hardware_file);
   planner_tool::model_config const model = planner_tool::read_model(model_file);
-  training_problem const problem{
-      planner_tool::describe(model),       global_batch, ranks, max_virtual, parse_precision(precision_name),
-      parse_recompute_mode(recompute_name)};
+  training_problem const problem{planner_tool::describe(model),
+                                 global_batch,
+                                 ranks,
+                                 max_virtual,
+                                 parse_precision(precision_name),
+                                 parse_recompute_mode(recompute_name),
+                                 parse_precision(gradients_name)};
   std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
   std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
   if (json) {

@@ -208,6 +208,7 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
                {"virtual_stages", p.plan.virtual_stages},
                {"precision", std::string(to_string(p.plan.compute))},
                {"recompute", std::string(to_string(p.plan.recompute))},
+               {"gradients", std::string(to_string(p.plan.gradients))},
                {"memory",
                 {{"parameters", p.memory.parameters},
                  {"gradients", p.memory.gradients},

@@ -14,7 +14,9 @@
 // Precision: the value is of T; gradients accumulate, and the optimizer's
 // state lives, in accumulation_t<T> (float for bf16 and fp16 parameters,
 // whose optimizer keeps a float master copy of the value beside its state:
-// master()).
+// master()). A bf16 or fp16 parameter may keep its gradient in T instead
+// (keep_grad_in_value_type: half the bytes); every accumulation into it
+// still adds in float and rounds once.
 
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/ops/detail/result_pool.hpp"
@@ -30,6 +32,7 @@
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -132,7 +135,35 @@ class parameter {
 
   // The gradient summed over every accumulate() since zero_grad(); empty before.
   [[nodiscard]] bool has_grad() const { return has_grad_; }
-  [[nodiscard]] grad_tensor const& grad() const { return grad_; }
+  // The gradient kept in grad_type, or the one kept in T (grad_in_value_type()).
+  [[nodiscard]] grad_tensor const& grad() const {
+    if (narrow_) throw invalid_option_error("parameter " + name_ + " keeps its gradient in its value type");
+    return grad_;
+  }
+  [[nodiscard]] tensor const& narrow_grad() const
+    requires has_master
+  {
+    if (!narrow_) throw invalid_option_error("parameter " + name_ + " keeps its gradient in float");
+    return narrow_grad_;
+  }
+  // f(the gradient), in whichever type it is kept.
+  template <class F>
+  decltype(auto) with_grad(F&& f) const {
+    if constexpr (has_master)
+      if (narrow_) return std::forward<F>(f)(narrow_grad_);
+    return std::forward<F>(f)(grad_);
+  }
+
+  // Keeps the gradient in T rather than grad_type (a bf16 or fp16
+  // parameter; the training options' gradient type). Precondition: no
+  // gradient is held.
+  void keep_grad_in_value_type(bool narrow)
+    requires has_master
+  {
+    if (has_grad_) throw std::logic_error("parameter " + name_ + ": the gradient's type changed while one is held");
+    narrow_ = narrow;
+  }
+  [[nodiscard]] bool grad_in_value_type() const { return narrow_; }
 
   // Adds g (moved to the accumulation layout: the reduction a
   // sequence-parallel gradient needs happens here). The first gradient
@@ -140,11 +171,11 @@ class parameter {
   // may still hold g.
   void accumulate(tensor const& g, exec_type const& exec) {
     tensor moved = ops::to_layout(g, accumulate_, exec);
-    if constexpr (has_master) {
-      add_converted(moved, exec);
-    } else {
+    if (!has_master || narrow_) {
       if (!has_grad_ && moved.local().data() == g.local().data()) moved = copy_of(moved, exec);
       add(std::move(moved), exec);
+    } else {
+      add(moved, exec);
     }
   }
   // Adds g, which the caller gives up: the first gradient after zero_grad()
@@ -153,13 +184,10 @@ class parameter {
   void accumulate(tensor&& g, exec_type const& exec) {
     tensor moved = ops::to_layout(g, accumulate_, exec);
     g = {};
-    if constexpr (has_master)
-      add_converted(moved, exec);
-    else
-      add(std::move(moved), exec);
+    add(std::move(moved), exec);
   }
-  // Adds g, already in the gradient's type (a bf16 parameter's gradient
-  // summed in float, as an embedding's scattered rows are).
+  // Adds g, already in float (a bf16 parameter's gradient summed in float,
+  // as an embedding's scattered rows are).
   void accumulate(grad_tensor&& g, exec_type const& exec)
     requires has_master
   {
@@ -168,17 +196,16 @@ class parameter {
     add(std::move(moved), exec);
   }
   // Replaces the gradient by g (the same gradient in another layout: the
-  // step's reduction).
-  void replace_grad(grad_tensor g) {
-    ops::detail::take_result(g);  // the parameter's memory, no longer the result pool's
-    // The same memory (a reduction that had nothing to move) is recorded once, not twice for a moment.
-    bool const same = has_grad_ && g.local().data() == grad_.local().data();
-    grad_ = std::move(g);
-    if (!same) grad_entry_ = mesh().track(memory_category::gradients, grad_.local().size() * sizeof(grad_type));
-    has_grad_ = true;
+  // step's reduction), in the type it is kept in.
+  void replace_grad(grad_tensor g) { replace(grad_, std::move(g)); }
+  void replace_grad(tensor g)
+    requires has_master
+  {
+    replace(narrow_grad_, std::move(g));
   }
   void zero_grad() {
     grad_ = {};
+    narrow_grad_ = {};
     grad_entry_ = {};
     has_grad_ = false;
   }
@@ -232,26 +259,42 @@ class parameter {
                                   name_ + what, local_extents(mesh().shape(), l, global_extents(), mesh().rank())));
   }
 
-  // Adds g, in the accumulation layout and held by nothing else.
-  void add(grad_tensor g, exec_type const& exec) {
-    if (!has_grad_) {
-      replace_grad(grad_tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), g.local()));
-    } else {  // in place: grad_ is this parameter's alone
-      ops::local::axpy(exec, 1, ops::local::flat(g.local()), ops::local::flat(grad_.local()));
-    }
+  template <class Held>
+  void replace(Held& held, Held g) {
+    ops::detail::take_result(g);  // the parameter's memory, no longer the result pool's
+    // The same memory (a reduction that had nothing to move) is recorded once, not twice for a moment.
+    bool const same = has_grad_ && g.local().data() == held.local().data();
+    held = std::move(g);
+    if (!same)
+      grad_entry_ = mesh().track(memory_category::gradients, held.local().size() * sizeof(typename Held::value_type));
+    has_grad_ = true;
   }
 
-  // Adds g, of T, in the accumulation layout, to the gradient of grad_type: the first one converted.
-  void add_converted(tensor const& g, exec_type const& exec) {
-    if (has_grad_) {
-      ops::local::axpy(exec, 1, ops::local::flat(g.local()), ops::local::flat(grad_.local()));
-      return;
-    }
-    tensor_index e{};
-    for (std::size_t d = 0; d < Rank; ++d) e[d] = g.local().extent(d);
-    auto v = shardmesh::detail::allocate<typename grad_tensor::view_type>("shardmesh::parameter gradient", e);
-    ops::local::convert(exec, ops::local::flat(g.local()), ops::local::flat(v));
-    replace_grad(grad_tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), v));
+  // Adds g (of T or float), in the accumulation layout, to the gradient in
+  // the type it is kept in: in place after the first, which is adopted when
+  // g is of that type (held by nothing else) and converted when it is not.
+  template <class U>
+  void add(dynamic_dtensor<U, Rank, MemorySpace> g, exec_type const& exec) {
+    auto const into = [&]<class G>(dynamic_dtensor<G, Rank, MemorySpace>& held) {
+      if (has_grad_) {  // in place: the gradient is this parameter's alone
+        ops::local::axpy(exec, 1, ops::local::flat(g.local()), ops::local::flat(held.local()));
+        return;
+      }
+      using held_tensor = dynamic_dtensor<G, Rank, MemorySpace>;
+      typename held_tensor::view_type v;
+      if constexpr (std::is_same_v<U, G>) {
+        v = g.local();
+      } else {
+        tensor_index e{};
+        for (std::size_t d = 0; d < Rank; ++d) e[d] = g.local().extent(d);
+        v = shardmesh::detail::allocate<typename held_tensor::view_type>("shardmesh::parameter gradient", e);
+        ops::local::convert(exec, ops::local::flat(g.local()), ops::local::flat(v));
+      }
+      replace(held, held_tensor::adopt(g.mesh(), unbind(mesh().shape(), accumulate_), g.global_extents(), v));
+    };
+    if constexpr (has_master)
+      if (narrow_) return into(narrow_grad_);
+    into(grad_);
   }
 
   std::string name_;
@@ -260,6 +303,8 @@ class parameter {
   tensor stored_;  // the sharded value (ZeRO-3), else empty
   bound_layout compute_, accumulate_;
   grad_tensor grad_;
+  tensor narrow_grad_;  // the gradient kept in T instead (narrow_)
+  bool narrow_ = false;
   struct state_slot {
     grad_tensor value;
     ledger_entry entry;

@@ -117,7 +117,7 @@ class memory_model {
     std::size_t const tp_coordinate = rank % plan.tp, stage = rank / plan.tp % plan.pp;
     std::size_t const dp_coordinate = rank / plan.tp / plan.pp;
     std::size_t const stage_rank = dp_coordinate * plan.tp + tp_coordinate;
-    element_bytes const bytes = bytes_of(plan.compute);
+    element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
     state_memory out = parameter_state(plan, stage, stage_rank, bytes, state_tensors);
     out.activations = activations(plan, stage, stage_rank, bytes);
     return out;

@@ -126,7 +126,7 @@ class time_model {
   // Precondition: training_plan_error is empty.
   [[nodiscard]] step_time predict(training_plan const& plan, std::size_t state_tensors = 2,
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
-    element_bytes const bytes = bytes_of(plan.compute);
+    element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
     mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
     std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
     // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
@@ -267,7 +267,7 @@ class time_model {
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh,
                                        stage_description const& stage) const {
     stage_seconds const arithmetic = stage_arithmetic(hardware_, stage.work, plan.compute);
-    element_bytes const bytes = bytes_of(plan.compute);
+    element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
     stage_overhead const overhead = hardware_.overhead(stage.kind);
     action_cost a;
     a.forward = arithmetic.forward + overhead.forward;

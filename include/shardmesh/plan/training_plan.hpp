@@ -46,6 +46,7 @@ struct training_plan {
   std::size_t virtual_stages = 1;  // chunks per pipeline stage (v)
   precision compute = precision::fp32;
   recompute_mode recompute = recompute_mode::none;
+  precision gradients = precision::fp32;  // what gradients are kept and reduced in: fp32, or bf16 in a bf16 model
 
   [[nodiscard]] std::size_t ranks() const { return dp * tp * pp; }
   [[nodiscard]] std::size_t global_batch() const { return micro_batch * micro_batches * dp; }
@@ -58,7 +59,8 @@ struct training_plan {
          " zero=" + std::to_string(static_cast<unsigned>(p.zero)) + " b=" + std::to_string(p.micro_batch) +
          " m=" + std::to_string(p.micro_batches) + " " + std::string(to_string(p.schedule)) +
          " v=" + std::to_string(p.virtual_stages) + " " + std::string(to_string(p.compute)) +
-         " recompute=" + std::string(to_string(p.recompute));
+         " recompute=" + std::string(to_string(p.recompute)) +
+         (p.gradients == precision::fp32 ? "" : " gradients=" + std::string(to_string(p.gradients)));
 }
 
 struct training_problem {
@@ -69,6 +71,7 @@ struct training_problem {
   // The run's precision and recomputation; nullopt: searched.
   std::optional<precision> compute = precision::fp32;
   std::optional<recompute_mode> recompute = recompute_mode::none;
+  std::optional<precision> gradients = precision::fp32;
 };
 
 // Why plan cannot train problem's model; empty when it can.
@@ -99,6 +102,10 @@ struct training_problem {
     return "plan: the run computes in " + std::string(to_string(*problem.compute));
   if (problem.recompute && plan.recompute != *problem.recompute)
     return "plan: the run recomputes " + std::string(to_string(*problem.recompute));
+  if (plan.gradients != precision::fp32 && (plan.gradients != precision::bf16 || plan.compute != precision::bf16))
+    return "plan: gradients are kept and reduced in fp32, or in bf16 by a bf16 model";
+  if (problem.gradients && plan.gradients != *problem.gradients)
+    return "plan: the run keeps gradients in " + std::string(to_string(*problem.gradients));
   return {};
 }
 
@@ -123,11 +130,13 @@ struct training_problem {
             plan.schedule = kind;
             plan.virtual_stages = v;
             for (precision p : precisions)
-              for (recompute_mode r : recompute_modes) {
-                plan.compute = p;
-                plan.recompute = r;
-                if (training_plan_error(problem, plan).empty()) out.push_back(plan);
-              }
+              for (recompute_mode r : recompute_modes)
+                for (precision g : {precision::fp32, precision::bf16}) {
+                  plan.compute = p;
+                  plan.recompute = r;
+                  plan.gradients = g;
+                  if (training_plan_error(problem, plan).empty()) out.push_back(plan);
+                }
           };
           if (plan.pp == 1) {
             consider(schedule_kind::one_f_one_b, 1);

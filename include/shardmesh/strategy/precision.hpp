@@ -4,9 +4,10 @@
 // parameters and activations in two bytes; its gradients, the optimizer's
 // state and a master copy of every parameter in float (nn/parameter.hpp),
 // as do the per-row statistics its layers save (norms' mean and 1/std,
-// the loss's row max and sum of exponentials). A float model has no
-// master copy. With Adam (two state tensors) that is, per parameter,
-// 2 + 4 + (4 + 8) = 18 bytes in bf16 against 4 + 4 + 8 = 16 in float.
+// the loss's row max and sum of exponentials); its gradients may be kept
+// in its own two bytes instead. A float model has no master copy. With
+// Adam (two state tensors) that is, per parameter, 2 + 4 + (4 + 8) = 18
+// bytes in bf16 (16 with bf16 gradients) against 4 + 4 + 8 = 16 in float.
 //
 // Pure; no Kokkos or MPI.
 
@@ -39,9 +40,10 @@ struct element_bytes {
   bool master = false;        // a master copy of every parameter beside the optimizer's state
 };
 
-[[nodiscard]] constexpr element_bytes bytes_of(precision p) {
+// A model of precision p keeping its gradients in `gradients` (fp32, or p itself).
+[[nodiscard]] constexpr element_bytes bytes_of(precision p, precision gradients = precision::fp32) {
   if (p == precision::fp32) return {};
-  return {.value = 2, .gradient = 4, .state = 4, .statistic = 4, .master = true};
+  return {.value = 2, .gradient = gradients == precision::fp32 ? 4U : 2U, .state = 4, .statistic = 4, .master = true};
 }
 
 }  // namespace shardmesh::parallel

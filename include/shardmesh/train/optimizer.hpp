@@ -40,17 +40,20 @@ template <class T, class Space>
 using flat_block = Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // One update of one rank's block: what a rule's kernel reads and writes.
-template <class T, class Space>
+// The gradient is of T, or of a 16-bit type read as T.
+template <class T, class Space, class Grad = T>
 struct update_views {
   execution_space_of<Space> exec;
-  flat_block<T, Space> value, grad;
+  flat_block<T, Space> value;
+  flat_block<Grad const, Space> grad;
   std::vector<flat_block<T, Space>> state;
   std::size_t step;
   double scale;
 };
 
 template <class... Spaces>
-using update_views_in = std::variant<update_views<float, Spaces>..., update_views<double, Spaces>...>;
+using update_views_in = std::variant<update_views<float, Spaces>..., update_views<double, Spaces>...,
+                                     update_views<float, Spaces, bf16>..., update_views<float, Spaces, fp16>...>;
 
 using device_memory = Kokkos::DefaultExecutionSpace::memory_space;
 
@@ -90,7 +93,7 @@ class rule_holder final : public rule_interface {
   [[nodiscard]] R const& rule() const { return rule_; }
   void apply(any_update_views const& views) const override {
     std::visit(
-        [&]<class T, class Space>(update_views<T, Space> const& u) {
+        [&]<class T, class Space, class Grad>(update_views<T, Space, Grad> const& u) {
           Kokkos::Array<flat_block<T, Space>, R::state_tensors> state;
           for (std::size_t k = 0; k != R::state_tensors; ++k) state[k] = u.state.at(k);
           ops::local::apply_update(u.exec, rule_.template at<T>(u.step), u.value, u.grad, state, u.scale);
@@ -145,16 +148,17 @@ class optimizer {
 };
 
 // Step t (from 1) of o on n elements of a parameter's value at `value`, its
-// gradient at `grad` times `scale`, and its state tensors' elements at
-// `state` (the same n each, all in memory_space).
-template <class T, class MemorySpace>
-void update_block(optimizer const& o, T* value, T* grad, std::vector<T*> const& state, std::size_t n, std::size_t t,
-                  double scale, execution_space_of<MemorySpace> const& exec = {}) {
-  using views = detail::update_views<T, MemorySpace>;
+// gradient at `grad` (of T, or a 16-bit gradient of a float value) times
+// `scale`, and its state tensors' elements at `state` (the same n each, all
+// in memory_space).
+template <class T, class MemorySpace, class Grad>
+void update_block(optimizer const& o, T* value, Grad const* grad, std::vector<T*> const& state, std::size_t n,
+                  std::size_t t, double scale, execution_space_of<MemorySpace> const& exec = {}) {
+  using views = detail::update_views<T, MemorySpace, Grad>;
   static_assert(std::is_constructible_v<detail::any_update_views, views>,
                 "optimizers update float and double parameters in host memory or the default execution space's");
   using block = detail::flat_block<T, MemorySpace>;
-  views u{exec, block(value, n), block(grad, n), {}, t, scale};
+  views u{exec, block(value, n), detail::flat_block<Grad const, MemorySpace>(grad, n), {}, t, scale};
   for (T* s : state) u.state.push_back(block(s, n));
   o.apply(u);
 }
@@ -181,23 +185,25 @@ void update(optimizer const& o, parameter<T, Rank, MemorySpace>& p, bound_layout
             double scale, execution_space_of<MemorySpace> const& exec = {}) {
   using param = parameter<T, Rank, MemorySpace>;
   using G = typename param::grad_type;
-  auto const grad = ops::detail::to_layout(p.grad(), state, exec);
   std::vector<G*> states;
   for (std::size_t i = 0; i < o.state_tensors(); ++i) states.push_back(p.optimizer_state(i, state).local().data());
-  if constexpr (param::has_master) {
-    auto& master = p.master(state, exec);
-    update_block<G, MemorySpace>(o, master.local().data(), grad.local().data(), states, master.local().size(), t, scale,
-                                 exec);
-    round_from_master(p, state, exec);
-  } else {
-    mesh_shape const& shape = p.mesh().shape();
-    bool const in_place =
-        shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
-    auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
-    update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
-                                 exec);
-    if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
-  }
+  p.with_grad([&](auto const& reduced) {
+    auto const grad = ops::detail::to_layout(reduced, state, exec);
+    if constexpr (param::has_master) {
+      auto& master = p.master(state, exec);
+      update_block<G, MemorySpace>(o, master.local().data(), grad.local().data(), states, master.local().size(), t,
+                                   scale, exec);
+      round_from_master(p, state, exec);
+    } else {
+      mesh_shape const& shape = p.mesh().shape();
+      bool const in_place =
+          shardmesh::detail::normalized(shape, p.stored().bound()) == shardmesh::detail::normalized(shape, state);
+      auto const value = ops::detail::to_layout(p.stored(), state, exec);  // p.stored() itself when in place
+      update_block<T, MemorySpace>(o, value.local().data(), grad.local().data(), states, value.local().size(), t, scale,
+                                   exec);
+      if (!in_place) p.replace_stored(ops::detail::to_layout(value, p.stored().bound(), exec));
+    }
+  });
 }
 
 }  // namespace shardmesh::parallel

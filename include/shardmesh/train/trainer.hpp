@@ -117,8 +117,11 @@ struct training_options {
   schedule_kind schedule = schedule_kind::one_f_one_b;  // the pipeline's schedule
   bool timeline = false;      // start each step at a barrier and time every compute action (timeline())
   loss_scaling scaling = {};  // fp16 models only
+  // What gradients are kept in, between micro-batches and until the update: fp32, or a bf16 or fp16 model's own
+  // type (half the bytes; each micro-batch's gradient still adds in float and rounds once).
+  precision gradient_type = precision::fp32;
   // What gradients are summed in over "dp": fp32 (widened from any model's; exact but for the final rounding),
-  // or bf16 (half the bytes, each message's sums rounded: gradient_bucket.hpp). Gradients are kept in float.
+  // or bf16 (half the bytes, each message's sums rounded: gradient_bucket.hpp).
   precision gradient_reduction = precision::fp32;
 };
 
@@ -198,6 +201,10 @@ class trainer {
     if (std::string const problem = training_options_error(options); !problem.empty())
       throw invalid_option_error(problem);
     if (chunks_.empty()) throw invalid_option_error("training: no model chunk to train");
+    if (options.gradient_type != precision::fp32 && options.gradient_type != model_precision())
+      throw invalid_option_error("training: gradients are kept in fp32 or in the model's own type (" +
+                                 std::string(to_string(model_precision())) + "), not " +
+                                 std::string(to_string(options.gradient_type)));
     check_partition();
     for (Model* chunk : chunks_) {
       chunk_stages_.emplace_back();
@@ -346,6 +353,11 @@ class trainer {
 
   // fp16 models scale their loss unless told not to.
   [[nodiscard]] bool scaled() const { return std::is_same_v<value_type, fp16> && options_.scaling.enabled; }
+  [[nodiscard]] static constexpr precision model_precision() {
+    if constexpr (std::is_same_v<value_type, bf16>) return precision::bf16;
+    if constexpr (std::is_same_v<value_type, fp16>) return precision::fp16;
+    return precision::fp32;
+  }
 
   // Backs off after a skipped step; grows after `interval` steps without one.
   void adjust_loss_scale(bool skipped) {
@@ -435,6 +447,7 @@ class trainer {
     if (auto const problem = state_sharding_error(stage_mesh_.shape(), compute, dp_); !problem.empty())
       throw invalid_layout_error(p.name() + ": " + std::string(problem.view()));
     using concrete = detail::trainable_parameter<typename P::tensor::value_type, P::tensor::rank, memory_space>;
+    if constexpr (P::has_master) p.keep_grad_in_value_type(options_.gradient_type != precision::fp32);
     bool const decays = options_.decays ? options_.decays(p.name(), P::tensor::rank) : P::tensor::rank >= 2;
     parameters_.push_back(
         std::make_unique<concrete>(p, stage, decays, state_layouts_for(compute, options_.stage, dp_), exec));
@@ -454,7 +467,8 @@ class trainer {
     for (std::size_t i = parameters_.size(); i-- > 0;) {
       member* m = parameters_[i].get();
       open.push_back(m);
-      bytes += m->rows() * m->row_elements() * sizeof(accumulation_t<value_type>);  // gradients
+      bool const narrow = options_.gradient_type != precision::fp32;
+      bytes += m->rows() * m->row_elements() * (narrow ? sizeof(value_type) : sizeof(accumulation_t<value_type>));
       bool const full =
           per_stage ? i == 0 || parameters_[i - 1]->stage() != m->stage() : bytes >= options_.bucket_bytes;
       if (full || i == 0) {

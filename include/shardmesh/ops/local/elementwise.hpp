@@ -30,14 +30,16 @@ void fill(ExecSpace const& exec, Y const& y, typename Y::non_const_value_type va
 template <class Y>
 using computed_t = accumulation_t<typename Y::non_const_value_type>;
 
-// y = x, converted to y's element type (float to and from bf16, say).
+// y = x, converted to y's element type (float to and from bf16, say; one
+// 16-bit type to the other through float).
 template <class ExecSpace, local_view<1, ExecSpace> X, local_view<1, ExecSpace> Y>
 void convert(ExecSpace const& exec, X const& x, Y const& y) {
   detail::require_same_extents("convert", "x", x, "y", y);
   using T = typename Y::non_const_value_type;
+  using A = computed_t<X>;
   Kokkos::parallel_for(
       "shardmesh::convert", detail::elements(exec, y.size()),
-      KOKKOS_LAMBDA(std::size_t i) { y(i) = static_cast<T>(x(i)); });
+      KOKKOS_LAMBDA(std::size_t i) { y(i) = static_cast<T>(static_cast<A>(x(i))); });
 }
 
 // y *= alpha.

@@ -16,7 +16,8 @@ namespace shardmesh::ops::local {
 
 // step(p(i), scale g(i), s) for every i, where s holds the element's N
 // state values (state[k](i)), read before and written back after. The
-// gradient is scaled in T, as the step's own arithmetic is.
+// gradient (of T, or 16 bits of a float parameter) is scaled in T, as the
+// step's own arithmetic is.
 template <class ExecSpace, class Step, local_view<1, ExecSpace> P, local_view<1, ExecSpace> G, class S, std::size_t N>
 void apply_update(ExecSpace const& exec, Step const& step, P const& p, G const& g, Kokkos::Array<S, N> const& state,
                   double scale) {
@@ -30,7 +31,7 @@ void apply_update(ExecSpace const& exec, Step const& step, P const& p, G const& 
         Kokkos::Array<T, N> element;
         for (std::size_t k = 0; k != N; ++k) element[k] = state[k](i);
         T value = p(i);
-        step(value, static_cast<T>(s * g(i)), element.data());
+        step(value, s * static_cast<T>(g(i)), element.data());
         p(i) = value;
         for (std::size_t k = 0; k != N; ++k) state[k](i) = element[k];
       });

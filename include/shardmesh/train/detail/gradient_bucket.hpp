@@ -12,12 +12,12 @@
 // layout. An all-reduce runs in place on the concatenated blocks. The
 // reduce-scatter is MPI's or the ring on point-to-point messages, whichever
 // the mesh measured faster for this size (runtime/collective_tuning.hpp).
-// The buffers are the bucket's own, recorded as workspace, of the
-// gradients' type (float for bf16 and fp16 parameters: reduced in float).
-// Reduced in bf16 instead (training_options::gradient_reduction), the
-// packed gradients are rounded into bf16 copies that MPI sums per message
-// (comm/reduced_precision.hpp: half the bytes, a rounding per hop) and
-// widened back before they are handed out.
+// The buffers are the bucket's own, recorded as workspace, of the type the
+// gradients are reduced in: float (whatever the type they are kept in:
+// packed widened, handed out rounded), or bf16
+// (training_options::gradient_reduction: packed rounded, summed by MPI per
+// message (comm/reduced_precision.hpp: half the bytes, a rounding per hop),
+// handed out in the type they are kept in).
 
 #include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/planner.hpp"
@@ -27,6 +27,7 @@
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"
+#include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/strategy/precision.hpp"
@@ -41,6 +42,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,7 @@ class gradient_bucket {
   using member = trainable<T, MemorySpace>;
   using G = typename member::grad_type;
   using flat_view = typename member::grad_view;
+  using grad_block = typename member::grad_block;
   using exec_type = execution_space_of<MemorySpace>;
 
   // members: parameters whose reduction plan is one step of the same kind
@@ -73,19 +76,20 @@ class gradient_bucket {
     std::vector<std::pair<std::size_t, std::size_t>> rows;
     for (member* m : members_) rows.emplace_back(m->rows(), m->row_elements());
     parts_ = dp_parts(std::move(rows), n_);
-    send_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), parts_.total());
-    if (kind_ == step_kind::reduce_scatter) {
-      recv_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
-                        parts_.counts()[me_]);
-      if (n_ > 2)  // the ring's steps before its last receive here
-        scratch_ = flat_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"),
-                             *std::max_element(parts_.counts().begin(), parts_.counts().end()));
-    }
-    if (reduce_in == precision::bf16) {
-      narrow_send_ = narrow_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket (bf16)"),
-                                 send_.size());
-      narrow_recv_ = narrow_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket (bf16)"),
-                                 recv_.size());
+    std::size_t const received = kind_ == step_kind::reduce_scatter ? parts_.counts()[me_] : 0;
+    auto const buffer = [](auto& v, std::size_t n) {
+      v = std::remove_reference_t<decltype(v)>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "shardmesh::gradient_bucket"), n);
+    };
+    narrow_ = reduce_in == precision::bf16;
+    if (narrow_) {
+      buffer(narrow_send_, parts_.total());
+      buffer(narrow_recv_, received);
+    } else {
+      buffer(send_, parts_.total());
+      buffer(recv_, received);
+      if (kind_ == step_kind::reduce_scatter && n_ > 2)  // the ring's steps before its last receive here
+        buffer(scratch_, *std::max_element(parts_.counts().begin(), parts_.counts().end()));
     }
     buffers_ = mesh.track(memory_category::workspace, (send_.size() + recv_.size() + scratch_.size()) * sizeof(G) +
                                                           (narrow_send_.size() + narrow_recv_.size()) * sizeof(bf16));
@@ -97,7 +101,7 @@ class gradient_bucket {
   [[nodiscard]] dp_parts const& parts() const { return parts_; }
   [[nodiscard]] step_kind kind() const { return kind_; }
   // Elements this rank contributes.
-  [[nodiscard]] std::size_t elements() const { return send_.size(); }
+  [[nodiscard]] std::size_t elements() const { return parts_.total(); }
   // The stage whose backward completes the bucket (stages run backward).
   [[nodiscard]] std::size_t ready_stage() const {
     std::size_t s = members_.front()->stage();
@@ -111,11 +115,18 @@ class gradient_bucket {
   void start(exec_type const& exec) {
     std::size_t at = 0;
     for (std::size_t q = 0; q < n_; ++q)
-      for (std::size_t m = 0; m < members_.size(); ++m)
-        at = copy(exec, part(members_[m]->accumulated(), m, q), send_, at);
+      for (std::size_t m = 0; m < members_.size(); ++m) {
+        grad_block const block = members_[m]->accumulated();
+        std::pair<std::size_t, std::size_t> const rows = part(block.size(), m, q);
+        auto const into = std::pair(at, at + (rows.second - rows.first));
+        if (narrow())
+          copy(exec, block, rows, Kokkos::subview(narrow_send_, into));
+        else
+          copy(exec, block, rows, Kokkos::subview(send_, into));
+        at = into.second;
+      }
     for (member* m : members_) m->zero_grad();
     if (narrow()) {
-      shardmesh::detail::convert_into(narrow_send_, send_, exec);
       exec.fence("shardmesh::gradient_bucket");
       constexpr auto rounded = sixteen_bit_sum::per_message;
       if (kind_ == step_kind::all_reduce)
@@ -148,14 +159,16 @@ class gradient_bucket {
     if (ring_) ring_->wait();
     pending_.reset();
     ring_.reset();
-    flat_view const from = kind_ == step_kind::all_reduce ? send_ : recv_;
-    if (narrow())
-      shardmesh::detail::convert_into(from, kind_ == step_kind::all_reduce ? narrow_send_ : narrow_recv_, exec);
+    bool const in_place = kind_ == step_kind::all_reduce;
     std::size_t at = 0;
     for (member* m : members_) {
-      flat_view const to = m->new_reduced();
-      Kokkos::deep_copy(exec, to, Kokkos::subview(from, std::pair(at, at + to.size())));
-      at += to.size();
+      grad_block const to = m->new_reduced();
+      auto const rows = std::pair(at, at + to.size());
+      if (narrow())
+        copy(exec, Kokkos::subview(in_place ? narrow_send_ : narrow_recv_, rows), to);
+      else
+        copy(exec, Kokkos::subview(in_place ? send_ : recv_, rows), to);
+      at = rows.second;
     }
     exec.fence("shardmesh::gradient_bucket");
   }
@@ -183,18 +196,41 @@ class gradient_bucket {
                            " is not one all-reduce or reduce-scatter on the dp axis");
   }
 
-  // The rows of member m's block that group rank q receives (all of it for an all-reduce, taken once).
-  flat_view part(flat_view const& block, std::size_t m, std::size_t q) const {
-    if (kind_ == step_kind::all_reduce) return q == 0 ? block : flat_view();
-    return Kokkos::subview(block, parts_.part(m, q));
+  // The elements of member m's block (of `size`) that group rank q receives
+  // (all of it for an all-reduce, taken once).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> part(std::size_t size, std::size_t m, std::size_t q) const {
+    if (kind_ == step_kind::all_reduce) return {0, q == 0 ? size : 0};
+    return parts_.part(m, q);
   }
 
   using narrow_view = Kokkos::View<bf16*, MemorySpace>;
-  [[nodiscard]] bool narrow() const { return narrow_send_.size() > 0; }
+  [[nodiscard]] bool narrow() const { return narrow_; }
 
-  static std::size_t copy(exec_type const& exec, flat_view const& from, flat_view const& to, std::size_t at) {
-    if (from.size() > 0) Kokkos::deep_copy(exec, Kokkos::subview(to, std::pair(at, at + from.size())), from);
-    return at + from.size();
+  // Elements `rows` of a member's block into `to`, converted to the buffer's type where it differs.
+  template <class Buffer>
+  static void copy(exec_type const& exec, grad_block const& from, std::pair<std::size_t, std::size_t> rows,
+                   Buffer const& to) {
+    if (from.in_value_type)
+      copy(exec, Kokkos::subview(from.narrow, rows), to);
+    else
+      copy(exec, Kokkos::subview(from.wide, rows), to);
+  }
+  // A buffer's elements into a member's new block.
+  template <class Buffer>
+  static void copy(exec_type const& exec, Buffer const& from, grad_block const& to) {
+    if (to.in_value_type)
+      copy(exec, from, to.narrow);
+    else
+      copy(exec, from, to.wide);
+  }
+  template <class From, class To>
+    requires Kokkos::is_view_v<From> && Kokkos::is_view_v<To>
+  static void copy(exec_type const& exec, From const& from, To const& to) {
+    if (from.size() == 0) return;
+    if constexpr (std::is_same_v<typename From::non_const_value_type, typename To::non_const_value_type>)
+      Kokkos::deep_copy(exec, to, from);
+    else
+      ops::local::convert(exec, from, to);
   }
 
   std::vector<member*> members_;
@@ -203,8 +239,9 @@ class gradient_bucket {
   std::size_t n_ = 1, me_ = 0;
   step_kind kind_ = step_kind::all_reduce;
   dp_parts parts_;
-  flat_view send_, recv_, scratch_;
-  narrow_view narrow_send_, narrow_recv_;  // reduced in bf16: the rounded copies MPI sums
+  flat_view send_, recv_, scratch_;        // reduced in float
+  narrow_view narrow_send_, narrow_recv_;  // reduced in bf16
+  bool narrow_ = false;
   ledger_entry buffers_;
   std::optional<request> pending_;
   std::optional<ring_reduce_scatter<G, MemorySpace>> ring_;

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,15 @@ class trainable {
   using grad_type = accumulation_t<T>;
   using grad_view = Kokkos::View<grad_type*, MemorySpace>;  // gradients
   using exec_type = execution_space_of<MemorySpace>;
+
+  // A gradient's local block, flat, in the type the parameter keeps it in:
+  // grad_type, or T (nn/parameter.hpp: keep_grad_in_value_type).
+  struct grad_block {
+    grad_view wide;
+    flat_view narrow;
+    bool in_value_type = false;
+    [[nodiscard]] std::size_t size() const { return in_value_type ? narrow.size() : wide.size(); }
+  };
 
   trainable(std::size_t stage, bool decays, state_layouts layouts)
       : stage_(stage), decays_(decays), layouts_(std::move(layouts)) {}
@@ -53,11 +63,11 @@ class trainable {
   virtual void release() = 0;
 
   [[nodiscard]] virtual bool has_grad() const = 0;
-  // The accumulated (unreduced) gradient's local block, flat.
-  [[nodiscard]] virtual grad_view accumulated() const = 0;
+  // The accumulated (unreduced) gradient's local block.
+  [[nodiscard]] virtual grad_block accumulated() const = 0;
   // A new gradient in the reduced layout, uninitialised, replacing the
-  // accumulated one: its local block, flat, for the reduction to fill.
-  virtual grad_view new_reduced() = 0;
+  // accumulated one: its local block, for the reduction to fill.
+  virtual grad_block new_reduced() = 0;
   // The reduction by the algebra's plan, one parameter at a time.
   virtual void reduce(exec_type const& exec) = 0;
   virtual void zero_grad() = 0;
@@ -109,6 +119,7 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   using typename base::flat_view;
   using typename base::grad_view;
   using G = typename base::grad_type;
+  using typename base::grad_block;
 
   // Sets p's accumulation and storage layouts.
   trainable_parameter(parameter<T, Rank, MemorySpace>& p, std::size_t stage, bool decays, state_layouts const& l,
@@ -127,21 +138,25 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
   void release() override { p_->release(); }
 
   [[nodiscard]] bool has_grad() const override { return p_->has_grad(); }
-  [[nodiscard]] grad_view accumulated() const override { return ops::local::flat(p_->grad().local()); }
-  grad_view new_reduced() override {
-    using grad_tensor = typename parameter<T, Rank, MemorySpace>::grad_tensor;
+  [[nodiscard]] grad_block accumulated() const override {
+    return p_->with_grad([](auto const& g) { return block_of(g.local()); });
+  }
+  grad_block new_reduced() override {
     bound_layout const& l = this->layouts().reduced;
-    auto v = shardmesh::detail::allocate<typename grad_tensor::view_type>(
-        name() + " gradient", local_extents(mesh().shape(), l, global_extents(), mesh().rank()));
-    p_->replace_grad(grad_tensor::adopt(mesh(), unbind(mesh().shape(), l), global_extents(), v));
-    return ops::local::flat(v);
+    return p_->with_grad([&]<class Held>(Held const&) {
+      auto v = shardmesh::detail::allocate<typename Held::view_type>(
+          name() + " gradient", local_extents(mesh().shape(), l, global_extents(), mesh().rank()));
+      p_->replace_grad(Held::adopt(mesh(), unbind(mesh().shape(), l), global_extents(), v));
+      return block_of(v);
+    });
   }
   void reduce(exec_type const& exec) override {
-    p_->replace_grad(ops::detail::to_layout(p_->grad(), this->layouts().reduced, exec));
+    p_->with_grad([&](auto const& g) { p_->replace_grad(ops::detail::to_layout(g, this->layouts().reduced, exec)); });
   }
   void zero_grad() override { p_->zero_grad(); }
   [[nodiscard]] double counted_sum_of_squares(exec_type const& exec) const override {
-    return this->counts_its_block() ? ops::local::sum_of_squares(exec, ops::local::flat(p_->grad().local())) : 0.0;
+    if (!this->counts_its_block()) return 0.0;
+    return p_->with_grad([&](auto const& g) { return ops::local::sum_of_squares(exec, ops::local::flat(g.local())); });
   }
   void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) override {
     parallel::update(o, *p_, this->layouts().state, step, scale, exec);
@@ -155,18 +170,32 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
     std::vector<G*> state;
     for (std::size_t i = 0; i < o.state_tensors(); ++i)
       state.push_back(p_->optimizer_state(i, this->layouts().state).local().data());
-    if constexpr (parameter<T, Rank, MemorySpace>::has_master) {  // the master's block is this rank's rows
-      auto const master = ops::local::flat(p_->master(this->layouts().state, exec).local());
-      update_block<G, MemorySpace>(o, master.data(), p_->grad().local().data() + from, state, n, step, scale, exec);
-      ops::local::convert(exec, master, Kokkos::subview(value, rows));
-    } else {
-      update_block<T, MemorySpace>(o, value.data() + rows.first, p_->grad().local().data() + from, state, n, step,
-                                   scale, exec);
-    }
+    p_->with_grad([&](auto const& g) {
+      auto const* grad = g.local().data() + from;
+      if constexpr (parameter<T, Rank, MemorySpace>::has_master) {  // the master's block is this rank's rows
+        auto const master = ops::local::flat(p_->master(this->layouts().state, exec).local());
+        update_block<G, MemorySpace>(o, master.data(), grad, state, n, step, scale, exec);
+        ops::local::convert(exec, master, Kokkos::subview(value, rows));
+      } else {
+        update_block<T, MemorySpace>(o, value.data() + rows.first, grad, state, n, step, scale, exec);
+      }
+    });
     return value;
   }
 
  private:
+  template <class View>
+  static grad_block block_of(View const& v) {
+    grad_block b;
+    if constexpr (std::is_same_v<typename View::value_type, G>) {
+      b.wide = ops::local::flat(v);
+    } else {
+      b.narrow = ops::local::flat(v);
+      b.in_value_type = true;
+    }
+    return b;
+  }
+
   parameter<T, Rank, MemorySpace>* p_;
 };
 
