@@ -1,6 +1,6 @@
 # shardmesh's dependencies: Kokkos >= 4.5 (unless the including project
 # already builds Kokkos in-tree), MPI for C++, a BLAS (local products on
-# host memory; Debian's OpenBLAS), optionally oneDNN (bf16 local products on
+# host memory; Debian's OpenBLAS), cuBLAS on a CUDA build, optionally oneDNN (bf16 local products on
 # host memory, where found: SHARDMESH_USES_ONEDNN; Debian's libdnnl-dev) and, for checkpoints (shardmesh::io, unless
 # SHARDMESH_ENABLE_IO is off), HDF5 built with MPI. Used by the build, by tools/host-probe and,
 # through cmake/shardmeshConfig.cmake.in, by the installed package.
@@ -9,6 +9,12 @@ if(NOT TARGET Kokkos::kokkos)
 endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(BLAS REQUIRED)
+# cuBLAS for local products on device memory, on a CUDA build of Kokkos (ops/detail/cublas.hpp),
+# and NCCL, where found, for collectives on device memory (comm/nccl.hpp: SHARDMESH_USES_NCCL).
+if(Kokkos_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  include(${CMAKE_CURRENT_LIST_DIR}/shardmesh_find_nccl.cmake)
+endif()
 if(NOT DEFINED SHARDMESH_USES_ONEDNN)  # the installed package says how it was built
   set(SHARDMESH_USES_ONEDNN OFF)
   if(SHARDMESH_ENABLE_ONEDNN)

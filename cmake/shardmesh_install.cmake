@@ -31,4 +31,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/shardmeshConfigVersion.cm
 install(FILES
   ${PROJECT_BINARY_DIR}/shardmeshConfig.cmake
   ${PROJECT_BINARY_DIR}/shardmeshConfigVersion.cmake
+  cmake/shardmesh_find_nccl.cmake
   DESTINATION ${SHARDMESH_INSTALL_CMAKEDIR})

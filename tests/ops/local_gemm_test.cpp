@@ -19,6 +19,7 @@
 #include "mpi_test.hpp"
 
 #include <shardmesh/ops/local_gemm.hpp>
+#include <shardmesh/ops/product_path.hpp>
 
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -36,6 +37,7 @@
 #include <vector>
 
 using namespace shardmesh::ops;
+using shardmesh::memory_kind;
 
 namespace {
 
@@ -278,9 +280,10 @@ void check_both_betas(gemm_shape const& s, storage const& how_a, storage const& 
 
 }  // namespace
 
+// Sizes below, at and past the Kokkos kernel's tiles of 16.
 TEMPLATE_TEST_CASE("local_gemm: every transpose combination on odd sizes", "[ops][gemm]", float, double) {
   std::mt19937 rng(20240601);
-  std::size_t const sizes[] = {1, 3, 17, 33};
+  std::size_t const sizes[] = {1, 3, 16, 17, 33};
   for (bool const ta : {false, true})
     for (bool const tb : {false, true})
       for (bool const tc : {false, true})
@@ -403,4 +406,44 @@ TEST_CASE("local_gemm: one BLAS thread per rank unless told otherwise", "[ops][g
     else
       unsetenv(names[i]);
   }
+}
+
+TEST_CASE("product paths: every memory, element and set of libraries", "[ops][gemm]") {
+  constexpr memory_kind wheres[] = {memory_kind::host, memory_kind::cuda, memory_kind::hip, memory_kind::other_device};
+  constexpr element_kind elements[] = {element_kind::fp64, element_kind::fp32, element_kind::bf16, element_kind::fp16,
+                                       element_kind::other};
+  for (unsigned libs = 0; libs < 16; ++libs) {
+    product_libraries const have{.host_blas = (libs & 1U) != 0,
+                                 .onednn = (libs & 2U) != 0,
+                                 .cublas = (libs & 4U) != 0,
+                                 .hipblas = (libs & 8U) != 0};
+    for (memory_kind const where : wheres)
+      for (element_kind const element : elements) {
+        product_path const path = choose_product_path(where, element, have);
+        INFO("libraries " << libs << ", memory " << static_cast<int>(where) << ", element " << static_cast<int>(element)
+                          << ": " << to_string(path));
+        bool const floating = element != element_kind::other;
+        bool const sixteen = element == element_kind::bf16 || element == element_kind::fp16;
+        // A library where one exists for the memory and the element, the portable kernel only where none does.
+        bool const library = where == memory_kind::host ? floating && (have.host_blas || (sixteen && have.onednn))
+                                                        : floating && ((where == memory_kind::cuda && have.cublas) ||
+                                                                       (where == memory_kind::hip && have.hipblas));
+        CHECK((path == product_path::portable) == !library);
+        // Host libraries for host memory only, a vendor's for its own devices only.
+        if (path == product_path::host_blas) CHECK((where == memory_kind::host && !sixteen && have.host_blas));
+        if (path == product_path::host_reduced) CHECK((where == memory_kind::host && sixteen));
+        if (path == product_path::cublas) CHECK(where == memory_kind::cuda);
+        if (path == product_path::hipblas) CHECK(where == memory_kind::hip);
+      }
+  }
+  // This build: host memory's products through the host libraries; other elements through the kernel.
+  STATIC_CHECK(gemm_backend<host_space, float>::path == product_path::host_blas);
+  STATIC_CHECK(gemm_backend<host_space, bf16, float>::path == product_path::host_reduced);
+  STATIC_CHECK(gemm_backend<host_space, int>::path == product_path::portable);
+#if defined(KOKKOS_ENABLE_CUDA)  // the vendor's library on device memory, never the portable kernel
+  STATIC_CHECK(gemm_backend<Kokkos::Cuda, float>::path == product_path::cublas);
+  STATIC_CHECK(gemm_backend<Kokkos::Cuda, double>::path == product_path::cublas);
+  STATIC_CHECK(gemm_backend<Kokkos::Cuda, bf16, float>::path == product_path::cublas);
+  STATIC_CHECK(gemm_backend<Kokkos::Cuda, fp16>::path == product_path::cublas);
+#endif
 }

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <numeric>
 #include <ostream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,6 +119,28 @@ TEST_CASE("the policy decides which buffers go through a host mirror", "[comm][s
     bool const copied = (i >= 1 && i < 4) || (i >= 6 && i < 8);
     REQUIRE(data(i) == (copied ? -2 : value(1, i)));
   }
+}
+
+TEST_CASE("device memory goes to MPI directly where the library or the environment says it may", "[comm][staging]") {
+  STATIC_CHECK(memory_kind_of<Kokkos::HostSpace>() == memory_kind::host);
+  STATIC_CHECK(memory_kind_of<Kokkos::DefaultHostExecutionSpace>() == memory_kind::host);
+  // Host memory and devices MPI knows nothing of: never "GPU-aware".
+  CHECK_FALSE(mpi_reads_device_memory(memory_kind::host));
+  CHECK_FALSE(mpi_reads_device_memory(memory_kind::other_device));
+  char const* const before = std::getenv("SHARDMESH_GPU_AWARE_MPI");
+  std::string const kept = before != nullptr ? before : "";
+  for (memory_kind const device : {memory_kind::cuda, memory_kind::hip}) {
+    ::unsetenv("SHARDMESH_GPU_AWARE_MPI");
+    CHECK(gpu_aware_mpi(device) == mpi_reads_device_memory(device));  // the library decides
+    ::setenv("SHARDMESH_GPU_AWARE_MPI", "1", 1);
+    CHECK(gpu_aware_mpi(device));
+    ::setenv("SHARDMESH_GPU_AWARE_MPI", "0", 1);
+    CHECK_FALSE(gpu_aware_mpi(device));
+  }
+  if (before != nullptr)
+    ::setenv("SHARDMESH_GPU_AWARE_MPI", kept.c_str(), 1);
+  else
+    ::unsetenv("SHARDMESH_GPU_AWARE_MPI");
 }
 
 TEST_CASE("a communicator's policy is shared with its splits and copied by dup", "[comm][staging]") {

@@ -192,7 +192,8 @@ def bad_models(plan_training, model, hardware, out_dir):
                   ("rope_base", 0.5, "rope_base = 0.500000 is not above 1"),
                   ("rope_base", "big", '"rope_base" is "big", not a number'),
                   ("tied_embeddings", True, '"tied_embeddings" is true; the Llama-style model\'s head is untied')]
-    path = os.path.join(out_dir, "bad-model.json")
+    # Named after the model: the GPT's and the Llama's runs may write at once.
+    path = os.path.join(out_dir, "bad-" + os.path.basename(model))
     for field, value, message in cases:
         m = dict(good)
         if value is None:

@@ -7,12 +7,15 @@
 // Which path a buffer takes is a staging_policy, set per communicator
 // (communicator::set_staging; a mesh's groups and submeshes share their
 // mesh's). automatic, the default: HostSpace (and any space the host can
-// access) goes straight to MPI; other spaces go straight to MPI when
-// gpu_aware_mpi() says so: SHARDMESH_GPU_AWARE_MPI=1 or =0 in the
-// environment forces it, otherwise Open MPI's MPIX_Query_cuda_support()
-// decides for CUDA builds, and everything else is staged. always stages
+// access) goes straight to MPI; a CUDA or HIP device's memory goes straight
+// to MPI when gpu_aware_mpi says so: SHARDMESH_GPU_AWARE_MPI=1 or =0 in
+// the environment forces it, otherwise the MPI library is asked (Open
+// MPI's MPIX_Query_cuda_support and MPIX_Query_rocm_support, MPICH's
+// MPIX_GPU_query_support), and everything else is staged. always stages
 // every buffer, host memory included (tests run the host-mirror path on a
 // host-only build with it); never hands MPI every View as it is.
+
+#include "shardmesh/comm/memory_kind.hpp"
 
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
@@ -25,6 +28,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,13 +40,33 @@ enum class staging_policy {
   never,      // straight to MPI, whatever the memory space (the MPI must then read it)
 };
 
-inline bool gpu_aware_mpi() {
-  if (char const* forced = std::getenv("SHARDMESH_GPU_AWARE_MPI")) return std::string_view(forced) == "1";
-#if defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-  return MPIX_Query_cuda_support() == 1;
-#else
-  return false;
+// Whether the MPI library says it reads and writes `device` memory (CUDA or
+// HIP; false for other memory and other libraries). MPI must be initialised.
+inline bool mpi_reads_device_memory(memory_kind device) {
+  bool const cuda = device == memory_kind::cuda, hip = device == memory_kind::hip;
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  if (cuda) return MPIX_Query_cuda_support() == 1;
 #endif
+#if defined(OMPI_HAVE_MPI_EXT_ROCM) && OMPI_HAVE_MPI_EXT_ROCM
+  if (hip) return MPIX_Query_rocm_support() == 1;
+#endif
+#if defined(MPICH_NUMVERSION) && defined(MPIX_GPU_SUPPORT_CUDA) && defined(MPIX_GPU_SUPPORT_HIP)
+  if (cuda || hip) {
+    int supported = 0;
+    MPIX_GPU_query_support(cuda ? MPIX_GPU_SUPPORT_CUDA : MPIX_GPU_SUPPORT_HIP, &supported);
+    return supported != 0;
+  }
+#endif
+  (void)cuda;
+  (void)hip;
+  return false;
+}
+
+// Whether MPI is handed `device` memory directly: SHARDMESH_GPU_AWARE_MPI=1
+// or =0 forces it, else the MPI library says.
+inline bool gpu_aware_mpi(memory_kind device) {
+  if (char const* forced = std::getenv("SHARDMESH_GPU_AWARE_MPI")) return std::string_view(forced) == "1";
+  return mpi_reads_device_memory(device);
 }
 
 // The execution space that works on data in Space (a memory space or a device).
@@ -52,6 +76,20 @@ using execution_space_of = typename Space::execution_space;
 template <class Space>
 inline constexpr bool host_accessible_v = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible;
 
+// Where memory of Space (a memory or execution space) lives (memory_kind.hpp).
+template <class Space>
+constexpr memory_kind memory_kind_of() {
+  using memory = typename Space::memory_space;
+  if constexpr (host_accessible_v<memory>) return memory_kind::host;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<execution_space_of<memory>, Kokkos::Cuda>) return memory_kind::cuda;
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+  if constexpr (std::is_same_v<execution_space_of<memory>, Kokkos::HIP>) return memory_kind::hip;
+#endif
+  return memory_kind::other_device;
+}
+
 // Whether MPI must see a host copy of data in Space under policy.
 template <class Space>
 bool needs_staging(staging_policy policy = staging_policy::automatic) {
@@ -59,7 +97,7 @@ bool needs_staging(staging_policy policy = staging_policy::automatic) {
   if constexpr (host_accessible_v<Space>)
     return false;
   else
-    return !gpu_aware_mpi();
+    return !gpu_aware_mpi(memory_kind_of<Space>());
 }
 
 // A block of a buffer that MPI reads or writes: elements [offset, offset + count).

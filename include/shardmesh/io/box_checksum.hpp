@@ -32,7 +32,11 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The wide kernels are host code: a CUDA or HIP device pass also defines
+// __x86_64__ (the host's), but has neither the intrinsics nor the CPU checks.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__)
+#define SHARDMESH_WIDE_WORD_SUMS 1
 #include <immintrin.h>
 #endif
 
@@ -142,8 +146,7 @@ inline box_sum word_sums_portable(void const* words, void* copy_to, std::size_t 
 // 79 ms streamed, 103 ms stored plainly; memcpy alone, 93 ms.
 inline constexpr std::size_t stream_words = std::size_t{1} << 16;  // 256 KiB
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SHARDMESH_WIDE_WORD_SUMS 1
+#ifdef SHARDMESH_WIDE_WORD_SUMS
 
 // A wide kernel: Stream stores a step's 16 words to an address aligned to
 // Align bytes. The words up to the first such address are stored plainly.

@@ -13,8 +13,11 @@
 //    where the build has oneDNN and it has a kernel for T on this CPU (bf16
 //    on AVX512_BF16 or AMX), else the operands widened to float around the
 //    BLAS (detail/widened_gemm.hpp). Fences first, returns when done.
-//  - local_gemm_kokkos: a portable Kokkos kernel, asynchronous on `exec`.
-// local_gemm picks one through gemm_backend (below).
+//  - the vendor's BLAS on device memory (detail/vendor_gemm.hpp: cuBLAS on
+//    a CUDA build), asynchronous on `exec`'s stream.
+//  - local_gemm_kokkos: a portable Kokkos kernel in tiles staged through
+//    team scratch memory, asynchronous on `exec`.
+// local_gemm picks one through gemm_backend (below; ops/product_path.hpp).
 //
 // Preconditions: a, b and c are accessible from `exec` (from the host for
 // BLAS); batch_rank <= max_batch_dims; C's elements are distinct (no batch
@@ -27,13 +30,28 @@
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/blas.hpp"
+#include "shardmesh/ops/detail/blas_plan.hpp"
 #include "shardmesh/ops/detail/widened_gemm.hpp"
 #include "shardmesh/ops/gemm_shape.hpp"
+#include "shardmesh/ops/product_path.hpp"
+
+#include <Kokkos_Core.hpp>
+
+// The libraries the build links say so (CMakeLists.txt): oneDNN, and cuBLAS on a CUDA build.
+#ifndef SHARDMESH_HAS_ONEDNN
+#define SHARDMESH_HAS_ONEDNN 0
+#endif
+#if !defined(KOKKOS_ENABLE_CUDA) || !defined(SHARDMESH_HAS_CUBLAS)
+#undef SHARDMESH_HAS_CUBLAS
+#define SHARDMESH_HAS_CUBLAS 0
+#endif
 #if SHARDMESH_HAS_ONEDNN
 #include "shardmesh/ops/detail/onednn_gemm.hpp"
 #endif
-
-#include <Kokkos_Core.hpp>
+#if SHARDMESH_HAS_CUBLAS
+#include "shardmesh/ops/detail/cublas.hpp"
+#include "shardmesh/ops/detail/vendor_gemm.hpp"
+#endif
 
 #include <array>
 #include <cstddef>
@@ -44,49 +62,24 @@
 
 namespace shardmesh::ops {
 
-namespace detail {
-
-// How BLAS computes one batch entry. Column-major BLAS writes either C
-// (C column-major) or C^T = B^T A^T (C row-major: the usual swap); `first`
-// and `second` are the operands of that product, A and B or B^T and A^T.
-struct blas_plan {
-  bool swapped = false;
-  blas_operand first, second;
-  int m = 0, n = 0, k = 0, ldc = 1;  // of the product BLAS computes
-};
-
-inline std::optional<blas_plan> plan_blas(gemm_shape const& s, gemm_strides const& sa, gemm_strides const& sb,
-                                          gemm_strides const& sc) {
-  auto const out = as_blas_operand(s.m, s.n, sc.row, sc.col);
-  if (!out || !fits_int(static_cast<std::ptrdiff_t>(s.k))) return std::nullopt;
-  blas_plan p;
-  p.swapped = out->trans == 'T';
-  p.ldc = out->ld;
-  auto const first = p.swapped ? as_blas_operand(s.n, s.k, sb.col, sb.row) : as_blas_operand(s.m, s.k, sa.row, sa.col);
-  auto const second = p.swapped ? as_blas_operand(s.k, s.m, sa.col, sa.row) : as_blas_operand(s.k, s.n, sb.row, sb.col);
-  if (!first || !second) return std::nullopt;
-  p.first = *first;
-  p.second = *second;
-  p.m = static_cast<int>(p.swapped ? s.n : s.m);
-  p.n = static_cast<int>(p.swapped ? s.m : s.n);
-  p.k = static_cast<int>(s.k);
-  return p;
-}
-
-}  // namespace detail
-
 // C's element type for operands of T: T itself, or the accumulation type.
 template <class Out, class T>
 concept product_output = std::is_same_v<Out, T> || std::is_same_v<Out, accumulation_t<T>>;
 
-// The Kokkos backend: one thread per element of C, a plain loop over k in
-// accumulation_t<T>. Asynchronous on `exec`.
+// The Kokkos backend, for where no library multiplies T on ExecSpace (and
+// BLAS's strided fallback): C in tiles of `tile` x `tile`, one team each;
+// the team walks k in steps of `tile`, staging a tile of A and one of B in
+// its scratch memory (read once from memory, used `tile` times), and adds
+// their product into the tile's sums, also in scratch (a team of one thread
+// on a CPU, of many on a GPU: the same code). Each sum runs over k in
+// ascending order in accumulation_t<T>. Asynchronous on `exec`.
 template <class T, class Out, class ExecSpace>
   requires Kokkos::is_execution_space_v<ExecSpace> && product_output<Out, T>
 void local_gemm_kokkos(ExecSpace const& exec, gemm_shape const& s, accumulation_t<T> alpha, T const* a,
                        gemm_strides const& sa, T const* b, gemm_strides const& sb, accumulation_t<T> beta, Out* c,
                        gemm_strides const& sc) {
   using A = accumulation_t<T>;
+  constexpr std::int64_t tile = 16;
   std::int64_t count = 0;
   detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
   auto const m = static_cast<std::int64_t>(s.m);
@@ -94,22 +87,45 @@ void local_gemm_kokkos(ExecSpace const& exec, gemm_shape const& s, accumulation_
   auto const k = static_cast<std::int64_t>(s.k);
   if (count == 0 || m == 0 || n == 0) return;
   std::int64_t const ar = sa.row, ac = sa.col, br = sb.row, bc = sb.col, cr = sc.row, cc = sc.col;
-  std::int64_t const zero = 0;
-  using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
-                                       Kokkos::IndexType<std::int64_t>>;
+  std::int64_t const tiles_m = (m + tile - 1) / tile, tiles_n = (n + tile - 1) / tile;
+  using policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  using member = typename policy::member_type;
+  using scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  constexpr std::int64_t area = tile * tile;
+  bool const reads = alpha != A(0);  // as BLAS: alpha == 0 reads neither A nor B
   Kokkos::parallel_for(
-      "shardmesh::ops::local_gemm_kokkos", policy(exec, {zero, zero, zero}, {count, m, n}),
-      KOKKOS_LAMBDA(std::int64_t e, std::int64_t i, std::int64_t j) {
+      "shardmesh::ops::local_gemm_kokkos",
+      policy(exec, count * tiles_m * tiles_n, Kokkos::AUTO)
+          .set_scratch_size(0, Kokkos::PerTeam(scratch::shmem_size(3 * area))),
+      KOKKOS_LAMBDA(member const& team) {
+        std::int64_t const t = team.league_rank();
+        std::int64_t const e = t / (tiles_m * tiles_n), i0 = (t / tiles_n) % tiles_m * tile, j0 = t % tiles_n * tile;
         std::int64_t oa = 0, ob = 0, oc = 0;
         walk.offsets(e, oa, ob, oc);
-        A sum = A(0);
-        if (alpha != A(0)) {  // as BLAS: alpha == 0 reads neither A nor B
-          T const* row = a + oa + i * ar;
-          T const* col = b + ob + j * bc;
-          for (std::int64_t l = 0; l < k; ++l) sum += static_cast<A>(row[l * ac]) * static_cast<A>(col[l * br]);
+        scratch const at(team.team_scratch(0), area), bt(team.team_scratch(0), area), sum(team.team_scratch(0), area);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, area), [&](std::int64_t x) { sum(x) = A(0); });
+        for (std::int64_t l0 = 0; reads && l0 < k; l0 += tile) {
+          team.team_barrier();  // the previous step's products are done with the tiles
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, area), [&](std::int64_t x) {
+            std::int64_t const r = x / tile, q = x % tile;
+            at(x) = i0 + r < m && l0 + q < k ? static_cast<A>(a[oa + (i0 + r) * ar + (l0 + q) * ac]) : A(0);
+            bt(x) = l0 + r < k && j0 + q < n ? static_cast<A>(b[ob + (l0 + r) * br + (j0 + q) * bc]) : A(0);
+          });
+          team.team_barrier();
+          std::int64_t const depth = k - l0 < tile ? k - l0 : tile;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, area), [&](std::int64_t x) {
+            std::int64_t const r = x / tile, q = x % tile;
+            A acc = sum(x);
+            for (std::int64_t l = 0; l < depth; ++l) acc += at(r * tile + l) * bt(l * tile + q);
+            sum(x) = acc;
+          });
         }
-        Out& out = c[oc + i * cr + j * cc];
-        out = static_cast<Out>(beta == A(0) ? alpha * sum : alpha * sum + beta * static_cast<A>(out));
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, area), [&](std::int64_t x) {
+          std::int64_t const i = i0 + x / tile, j = j0 + x % tile;
+          if (i >= m || j >= n) return;
+          Out& out = c[oc + i * cr + j * cc];
+          out = static_cast<Out>(beta == A(0) ? alpha * sum(x) : alpha * sum(x) + beta * static_cast<A>(out));
+        });
       });
 }
 
@@ -164,41 +180,52 @@ void local_gemm_reduced(ExecSpace const& exec, gemm_shape const& s, float alpha,
   detail::widened_gemm(s, walk, count, alpha, a, sa, b, sb, beta, c, sc);
 }
 
-// Which backend local_gemm uses for T on ExecSpace. The primary template
-// takes BLAS when ExecSpace's memory is host-accessible and T is float or
-// double, local_gemm_reduced when it is host-accessible and T is a 16-bit
-// float, and the Kokkos kernel otherwise. A CUDA or HIP build routes its
-// device products to the vendor BLAS by specialising it for its space, e.g.
-//   template <class T>
-//   struct shardmesh::ops::gemm_backend<Kokkos::Cuda, T> {
-//     static constexpr bool uses_host_blas = false;
-//     static void run(Kokkos::Cuda const& exec, gemm_shape const& s, T alpha, T const* a, gemm_strides const& sa,
-//                     T const* b, gemm_strides const& sb, T beta, T* c, gemm_strides const& sc);
-//   };
-// whose run, for float or double with a plan from detail::plan_blas, binds
-// a cuBLAS handle to exec.cuda_stream() (cublasSetStream) and calls
-// cublas{S,D}gemmStridedBatched over the last batch dimension (the host loops
-// over the others), staying asynchronous on exec; anything else goes to
-// local_gemm_kokkos. HIP: hipblasSetStream, exec.hip_stream() and
-// hipblas{S,D}gemmStridedBatched. The specialisation must be visible
-// wherever local_gemm is instantiated for that space.
+namespace detail {
+
+template <class T>
+constexpr element_kind element_kind_of() {
+  if constexpr (std::is_same_v<T, double>) return element_kind::fp64;
+  if constexpr (std::is_same_v<T, float>) return element_kind::fp32;
+  if constexpr (std::is_same_v<T, bf16>) return element_kind::bf16;
+  if constexpr (std::is_same_v<T, fp16>) return element_kind::fp16;
+  return element_kind::other;
+}
+
+}  // namespace detail
+
+// The libraries this build multiplies with.
+inline constexpr product_libraries built_product_libraries{
+    .host_blas = true, .onednn = SHARDMESH_HAS_ONEDNN != 0, .cublas = SHARDMESH_HAS_CUBLAS != 0, .hipblas = false};
+
+// Which backend local_gemm uses for T on ExecSpace: choose_product_path
+// (ops/product_path.hpp) for the space's memory, T and this build's
+// libraries. A vendor library's call falls back to the portable kernel for
+// matrices with no unit stride.
 template <class ExecSpace, class T, class Out = T>
 struct gemm_backend {
-  static constexpr bool host =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
-  static constexpr bool uses_host_blas =
-      host && (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<Out, T>;
-  static constexpr bool uses_reduced = host && float16_element<T>;
+  static constexpr product_path path =
+      choose_product_path(memory_kind_of<ExecSpace>(), detail::element_kind_of<T>(), built_product_libraries);
+  static constexpr bool uses_host_blas = path == product_path::host_blas;
+  static constexpr bool uses_reduced = path == product_path::host_reduced;
 
   static void run(ExecSpace const& exec, gemm_shape const& s, accumulation_t<T> alpha, T const* a,
                   gemm_strides const& sa, T const* b, gemm_strides const& sb, accumulation_t<T> beta, Out* c,
                   gemm_strides const& sc) {
-    if constexpr (uses_host_blas)
+    if constexpr (uses_host_blas) {
       local_gemm_blas(exec, s, alpha, a, sa, b, sb, beta, c, sc);
-    else if constexpr (uses_reduced)
+    } else if constexpr (uses_reduced) {
       local_gemm_reduced(exec, s, alpha, a, sa, b, sb, beta, c, sc);
-    else
+#if SHARDMESH_HAS_CUBLAS
+    } else if constexpr (path == product_path::cublas) {
+      std::int64_t count = 0;
+      detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
+      if (!detail::vendor_gemm<detail::cublas, T, Out>(exec.cuda_stream(), s, walk, count, alpha, a, sa, b, sb, beta, c,
+                                                       sc))
+        local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+#endif
+    } else {
       local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+    }
   }
 };
 

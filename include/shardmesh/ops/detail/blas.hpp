@@ -1,7 +1,7 @@
 #pragma once
 // The host BLAS behind ops::local_gemm: the Fortran symbols sgemm_/dgemm_
-// (any BLAS that CMake's FindBLAS finds has them), the thread count, and how
-// a strided matrix is seen as a column-major BLAS operand.
+// (any BLAS that CMake's FindBLAS finds has them) and the thread count
+// (blas_plan.hpp: how a strided matrix is seen as a BLAS operand).
 //
 // Threads: one BLAS thread per rank unless told otherwise, since ranks share
 // the machine's cores and OpenBLAS would otherwise start one thread per core
@@ -17,9 +17,7 @@
 
 #include "shardmesh/errors.hpp"
 
-#include <algorithm>
 #include <charconv>
-#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <mutex>
@@ -73,33 +71,6 @@ inline void blas_gemm(char transa, char transb, int m, int n, int k, float alpha
 inline void blas_gemm(char transa, char transb, int m, int n, int k, double alpha, double const* a, int lda,
                       double const* b, int ldb, double beta, double* c, int ldc) {
   dgemm_(&transa, &transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
-}
-
-// A rows x cols matrix with element (i, j) at i * row + j * col, as BLAS
-// takes it: 'N' with leading dimension ld when it is column-major, 'T' when
-// it is row-major (its transpose is column-major). A dimension of extent 1
-// takes any stride. BLAS wants ld >= max(1, rows of what it stores) and ints.
-struct blas_operand {
-  char trans = 'N';
-  int ld = 1;
-};
-
-inline bool fits_int(std::ptrdiff_t value) { return value >= 0 && value <= INT_MAX; }
-
-inline std::optional<blas_operand> as_blas_operand(std::size_t rows, std::size_t cols, std::ptrdiff_t row,
-                                                   std::ptrdiff_t col) {
-  auto const r = static_cast<std::ptrdiff_t>(rows);
-  auto const c = static_cast<std::ptrdiff_t>(cols);
-  if (!fits_int(r) || !fits_int(c)) return std::nullopt;
-  if (row == 1 || r <= 1) {  // column-major: columns are col apart
-    std::ptrdiff_t const ld = c <= 1 ? std::max<std::ptrdiff_t>(1, r) : col;
-    if (ld >= std::max<std::ptrdiff_t>(1, r) && fits_int(ld)) return blas_operand{'N', static_cast<int>(ld)};
-  }
-  if (col == 1 || c <= 1) {  // row-major: rows are row apart
-    std::ptrdiff_t const ld = r <= 1 ? std::max<std::ptrdiff_t>(1, c) : row;
-    if (ld >= std::max<std::ptrdiff_t>(1, c) && fits_int(ld)) return blas_operand{'T', static_cast<int>(ld)};
-  }
-  return std::nullopt;
 }
 
 }  // namespace shardmesh::ops::detail

@@ -1,0 +1,38 @@
+// The training stack instantiated for the default execution space's memory
+// (device memory in a CUDA or HIP build, host memory here): both models in
+// float and bf16, the trainer and a step, gradients kept in either type.
+// Compiled by nvcc in tools/cuda-check's run (the host build's tests
+// instantiate the same for host memory); in no target, nothing here runs.
+#include <shardmesh/models/gpt.hpp>
+#include <shardmesh/models/llama.hpp>
+#include <shardmesh/train/trainer.hpp>
+
+#include <span>
+
+namespace shardmesh::cuda_check {
+
+using memory = Kokkos::DefaultExecutionSpace::memory_space;
+
+template <class Model>
+typename parallel::trainer<Model>::step_result train_one_step(
+    device_mesh const& mesh, typename Model::config_type const& config, parallel::parameter_source const& values,
+    parallel::training_options const& options, std::span<typename parallel::trainer<Model>::micro_batch const> batch) {
+  Model model(mesh, config, values);
+  parallel::trainer<Model> train(model, mesh, options);
+  return train.step(batch);
+}
+
+template parallel::trainer<parallel::gpt<float, memory>>::step_result train_one_step<parallel::gpt<float, memory>>(
+    device_mesh const&, parallel::gpt_config const&, parallel::parameter_source const&,
+    parallel::training_options const&, std::span<parallel::trainer<parallel::gpt<float, memory>>::micro_batch const>);
+template parallel::trainer<parallel::gpt<bf16, memory>>::step_result train_one_step<parallel::gpt<bf16, memory>>(
+    device_mesh const&, parallel::gpt_config const&, parallel::parameter_source const&,
+    parallel::training_options const&, std::span<parallel::trainer<parallel::gpt<bf16, memory>>::micro_batch const>);
+template parallel::trainer<parallel::llama<float, memory>>::step_result train_one_step<parallel::llama<float, memory>>(
+    device_mesh const&, parallel::llama_config const&, parallel::parameter_source const&,
+    parallel::training_options const&, std::span<parallel::trainer<parallel::llama<float, memory>>::micro_batch const>);
+template parallel::trainer<parallel::llama<bf16, memory>>::step_result train_one_step<parallel::llama<bf16, memory>>(
+    device_mesh const&, parallel::llama_config const&, parallel::parameter_source const&,
+    parallel::training_options const&, std::span<parallel::trainer<parallel::llama<bf16, memory>>::micro_batch const>);
+
+}  // namespace shardmesh::cuda_check
