@@ -143,6 +143,85 @@ TEST_CASE("device memory goes to MPI directly where the library or the environme
     ::unsetenv("SHARDMESH_GPU_AWARE_MPI");
 }
 
+namespace {
+
+// Every collective on data in Space, its results read back to the host one after another: on device memory,
+// the path a GPU build takes (NCCL where built, else GPU-aware MPI or host mirrors).
+template <class Space>
+std::vector<long> every_collective(communicator const& comm) {
+  using space_view = Kokkos::View<long*, Space>;
+  auto const there = [](view const& h) {
+    space_view d("d", h.extent(0));
+    Kokkos::deep_copy(d, h);
+    return d;
+  };
+  std::vector<long> out;
+  auto const keep = [&](space_view const& d) {
+    view h("h", d.extent(0));
+    Kokkos::deep_copy(h, d);
+    out.insert(out.end(), h.data(), h.data() + h.size());
+  };
+  std::size_t const n = world_size(), me = world_rank();
+  space_view r("r", 4);
+  all_reduce(comm, there(filled(me, 4)), r, reduce_op::sum);
+  keep(r);
+  space_view in_place = there(filled(me, 3));
+  iall_reduce(comm, in_place, reduce_op::max).wait();
+  keep(in_place);
+  r = space_view("r", 2);
+  reduce_scatter(comm, there(filled(me, 2 * n)), r, reduce_op::sum);
+  keep(r);
+  std::vector<std::size_t> counts(n);
+  for (std::size_t q = 0; q < n; ++q) counts[q] = q % 3;  // uneven, some empty
+  std::size_t const total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  r = space_view("r", counts[me]);
+  reduce_scatter_v(comm, there(filled(me, total)), r, counts, reduce_op::sum);
+  keep(r);
+  r = space_view("r", 3 * n);
+  all_gather(comm, there(filled(me, 3)), r);
+  keep(r);
+  r = space_view("r", total);
+  all_gather_v(comm, there(filled(me, counts[me])), r, counts);
+  keep(r);
+  r = space_view("r", 2 * n);
+  all_to_all(comm, there(filled(me, 2 * n)), r);
+  keep(r);
+  std::vector<std::size_t> sends(n), receives(n);
+  for (std::size_t q = 0; q < n; ++q) {
+    sends[q] = (me + 2 * q) % 3;     // me to q
+    receives[q] = (q + 2 * me) % 3;  // q to me
+  }
+  r = space_view("r", std::accumulate(receives.begin(), receives.end(), std::size_t{0}));
+  all_to_all_v(comm, there(filled(me, std::accumulate(sends.begin(), sends.end(), std::size_t{0}))), sends, r,
+               receives);
+  keep(r);
+  space_view b = there(filled(me, 5));
+  broadcast(comm, b, static_cast<int>(n - 1));
+  keep(b);
+  r = space_view("r", 4);
+  iexchange(comm, there(filled(me, 4)), static_cast<int>((me + 1) % n), r, static_cast<int>((me + n - 1) % n)).wait();
+  keep(r);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every collective on the default execution space's memory gives and counts what it does on the host",
+          "[comm][staging]") {
+  communicator const world = communicator::borrow(MPI_COMM_WORLD);
+  std::vector<long> const device = every_collective<Kokkos::DefaultExecutionSpace::memory_space>(world);
+  auto const device_counts = world.counters().all();
+  world.counters().reset();
+  std::vector<long> const host = every_collective<Kokkos::HostSpace>(world);
+  CHECK(device == host);
+  for (auto const& [name, count] : world.counters().all()) {
+    INFO(name);
+    CHECK(device_counts.at(name).calls == count.calls);
+    CHECK(device_counts.at(name).bytes_sent == count.bytes_sent);
+    CHECK(device_counts.at(name).bytes_received == count.bytes_received);
+  }
+}
+
 TEST_CASE("a communicator's policy is shared with its splits and copied by dup", "[comm][staging]") {
   communicator const world = communicator::borrow(MPI_COMM_WORLD);
   REQUIRE(world.staging() == staging_policy::automatic);
@@ -155,6 +234,13 @@ TEST_CASE("a communicator's policy is shared with its splits and copied by dup",
   REQUIRE(world.staging() == staging_policy::never);
   REQUIRE(copy.staging() == staging_policy::always);  // its own from then on
   REQUIRE(communicator::borrow(MPI_COMM_WORLD).staging() == staging_policy::automatic);
+  // The vendor's collectives on device memory (NCCL) likewise: on by default, shared, copied by dup.
+  REQUIRE(world.vendor_collectives());
+  world.set_vendor_collectives(false);
+  REQUIRE_FALSE(half.vendor_collectives());
+  REQUIRE(copy.vendor_collectives());
+  REQUIRE_FALSE(world.dup().vendor_collectives());
+  world.set_vendor_collectives(true);
 
   // never hands host memory to MPI as automatic does: nothing is staged.
   view got("got", world_size());

@@ -9,6 +9,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/nccl.hpp"
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/comm/request.hpp"
 
@@ -45,6 +46,9 @@ template <class T, class Space>
         return iall_reduce(comm, wide_send, wide_recv, op, when, exec);
       });
   std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives())
+      return detail::nccl_all_reduce(comm, send.data(), recv.data(), recv.extent(0), op, moved, when, exec);
   int const count = detail::mpi_count(recv.extent(0));
   std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
   return detail::post(comm, "all_reduce", when, moved, moved, send, recv, {}, exec, [&](T* in, T* out, MPI_Request* r) {
@@ -63,6 +67,9 @@ template <class T, class Space>
       return detail::widened_reduction(Kokkos::View<T*, Space>(), data, exec,
                                        [&](auto, auto wide) { return iall_reduce(comm, wide, op, when, exec); });
   std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives())
+      return detail::nccl_all_reduce(comm, data.data(), data.data(), data.extent(0), op, moved, when, exec);
   int const count = detail::mpi_count(data.extent(0));
   std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
   return detail::post(comm, "all_reduce", when, moved, moved, Kokkos::View<T*, Space>(), data, {}, exec,

@@ -6,6 +6,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/nccl.hpp"
 #include "shardmesh/comm/request.hpp"
 
 #include <mpi.h>
@@ -32,6 +33,18 @@ template <class T, class Space>
                                     std::vector<std::size_t> const& recv_displs, completion when = completion::deferred,
                                     execution_space_of<Space> const& exec = {}) {
   auto const me = static_cast<std::size_t>(comm.rank());
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives()) {
+      std::vector<detail::peer_block> sends, recvs;
+      for (std::size_t q = 0; q < send_counts.size(); ++q) {
+        sends.push_back({static_cast<int>(q), send_displs[q], send_counts[q]});
+        recvs.push_back({static_cast<int>(q), recv_displs[q], recv_counts[q]});
+      }
+      if (send_counts[me] > 0)
+        Kokkos::deep_copy(exec, Kokkos::subview(recv, std::pair(recv_displs[me], recv_displs[me] + recv_counts[me])),
+                          Kokkos::subview(send, std::pair(send_displs[me], send_displs[me] + send_counts[me])));
+      return detail::nccl_exchange(comm, "all_to_all", when, send.data(), sends, recv.data(), recvs, exec);
+    }
   auto const scounts = detail::keep(detail::mpi_counts(send_counts));
   auto const rcounts = detail::keep(detail::mpi_counts(recv_counts));
   auto const sdispls = detail::keep(detail::mpi_counts(send_displs));
@@ -104,6 +117,11 @@ template <class T, class Space>
                                   completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   auto const n = static_cast<std::size_t>(comm.size());
   std::size_t const block = send.extent(0) / n;
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives()) {
+      std::vector<std::size_t> const counts(n, block);
+      return iall_to_all_v(comm, send, counts, recv, counts, when, exec);
+    }
   int const count = detail::mpi_count(block);
   return detail::post(comm, "all_to_all", when, block * (n - 1), block * (n - 1), send, recv, {}, exec,
                       [&](T* in, T* out, MPI_Request* r) {

@@ -6,6 +6,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/nccl.hpp"
 #include "shardmesh/comm/request.hpp"
 
 #include <mpi.h>
@@ -22,6 +23,11 @@ template <class T, class Space>
                                  completion when = completion::deferred, execution_space_of<Space> const& exec = {}) {
   bool const at_root = comm.rank() == root;
   std::size_t const n = buffer.extent(0);
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives())
+      return detail::nccl_broadcast(comm, buffer.data(), n, root,
+                                    at_root ? n * (static_cast<std::size_t>(comm.size()) - 1) : 0, at_root ? 0 : n,
+                                    when, exec);
   int const count = detail::mpi_count(n);
   return detail::post(
       comm, "broadcast", when, at_root ? n * (static_cast<std::size_t>(comm.size()) - 1) : 0, at_root ? 0 : n, buffer,

@@ -2,8 +2,10 @@
 // An MPI communicator that frees what it created (a borrowed one, such as
 // MPI_COMM_WORLD, is left alone), counts the collectives issued on it, and
 // holds the staging policy its collectives hand buffers to MPI with
-// (staging.hpp). Communicators split from one share its counters and its
-// policy: a mesh's axis groups count into the mesh's and stage as it does.
+// (staging.hpp) and whether device memory goes through the vendor's library
+// (nccl.hpp), with that library's communicator once made. Communicators
+// split from one share its counters and its settings: a mesh's axis groups
+// count into the mesh's and stage as it does.
 
 #include "shardmesh/comm/counters.hpp"
 #include "shardmesh/comm/staging.hpp"
@@ -28,14 +30,16 @@ class communicator {
       : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
         owned_(std::exchange(other.owned_, false)),
         counters_(std::move(other.counters_)),
-        staging_(std::move(other.staging_)) {}
+        settings_(std::move(other.settings_)),
+        vendor_comm_(std::move(other.vendor_comm_)) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       release();
       comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
       owned_ = std::exchange(other.owned_, false);
       counters_ = std::move(other.counters_);
-      staging_ = std::move(other.staging_);
+      settings_ = std::move(other.settings_);
+      vendor_comm_ = std::move(other.vendor_comm_);
     }
     return *this;
   }
@@ -63,15 +67,24 @@ class communicator {
   // a mesh's policy (mesh.comm().set_staging(...)) holds for its groups and
   // submeshes too. Staging is local: ranks may differ. Takes effect for
   // collectives issued after the call.
-  [[nodiscard]] staging_policy staging() const { return staging_->load(std::memory_order_relaxed); }
-  void set_staging(staging_policy policy) const { staging_->store(policy, std::memory_order_relaxed); }
+  [[nodiscard]] staging_policy staging() const { return settings_->staging.load(std::memory_order_relaxed); }
+  void set_staging(staging_policy policy) const { settings_->staging.store(policy, std::memory_order_relaxed); }
+
+  // Whether collectives on device memory go through the vendor's library
+  // where the build has it (NCCL: nccl.hpp) or through MPI. Shared and
+  // taking effect like the staging policy; the vendor's by default. Must be
+  // the same on every rank.
+  [[nodiscard]] bool vendor_collectives() const { return settings_->vendor.load(std::memory_order_relaxed); }
+  void set_vendor_collectives(bool vendor) const { settings_->vendor.store(vendor, std::memory_order_relaxed); }
+  // The vendor library's communicator over these ranks, once made (nccl.hpp).
+  [[nodiscard]] std::shared_ptr<void>& vendor_comm() const { return vendor_comm_; }
 
   // Collective over this communicator: the ranks of each color, ordered by
   // key, counting into this communicator's counters.
   [[nodiscard]] communicator split(int color, int key) const {
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_Comm_split(comm_, color, key, &sub);
-    return {sub, true, counters_, staging_};
+    return {sub, true, counters_, settings_};
   }
   // Collective: the same ranks on a fresh context (their messages never mix
   // with this communicator's), with fresh counters and a staging policy of
@@ -81,18 +94,22 @@ class communicator {
     MPI_Comm_dup(comm_, &copy);
     communicator out = adopt(copy);
     out.set_staging(staging());
+    out.set_vendor_collectives(vendor_collectives());
     return out;
   }
 
  private:
-  using shared_policy = std::shared_ptr<std::atomic<staging_policy>>;
-  static shared_policy fresh_policy() {
-    return std::make_shared<std::atomic<staging_policy>>(staging_policy::automatic);
-  }
+  struct settings {
+    std::atomic<staging_policy> staging{staging_policy::automatic};
+    std::atomic<bool> vendor{true};
+  };
+  using shared_policy = std::shared_ptr<settings>;
+  static shared_policy fresh_policy() { return std::make_shared<settings>(); }
 
   communicator(MPI_Comm comm, bool owned, std::shared_ptr<comm_counters> counters, shared_policy staging)
-      : comm_(comm), owned_(owned), counters_(std::move(counters)), staging_(std::move(staging)) {}
+      : comm_(comm), owned_(owned), counters_(std::move(counters)), settings_(std::move(staging)) {}
   void release() {
+    vendor_comm_.reset();  // the vendor's communicator goes before MPI's
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owned_ && comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm_);
@@ -102,7 +119,8 @@ class communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool owned_ = false;
   std::shared_ptr<comm_counters> counters_ = std::make_shared<comm_counters>();
-  shared_policy staging_ = fresh_policy();
+  shared_policy settings_ = fresh_policy();
+  mutable std::shared_ptr<void> vendor_comm_;  // made by the first collective that needs it
 };
 
 }  // namespace shardmesh

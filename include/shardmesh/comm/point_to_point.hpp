@@ -8,6 +8,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/nccl.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/staging.hpp"
 
@@ -50,6 +51,13 @@ template <class T, class Space>
     exec.fence("shardmesh::point_to_point");
     return {};
   }
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives()) {  // NCCL matches messages by order, not by tag
+      if (source == me) Kokkos::deep_copy(exec, recv, send);
+      return detail::nccl_exchange(comm, "point_to_point", completion::deferred, send.data(),
+                                   {{destination, 0, send.extent(0)}}, recv.data(), {{source, 0, recv.extent(0)}},
+                                   exec);
+    }
   detail::count_call<T>(comm, "point_to_point", destination == me ? 0 : send.extent(0),
                         source == me ? 0 : recv.extent(0));
   return detail::post_exchange(comm, send, destination, recv, source, tag, exec);

@@ -8,6 +8,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/detail/collective_support.hpp"
 #include "shardmesh/comm/mpi_types.hpp"
+#include "shardmesh/comm/nccl.hpp"
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/comm/request.hpp"
 
@@ -34,6 +35,9 @@ template <class T, class Space>
       return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
         return ireduce_scatter_v(comm, wide_send, wide_recv, counts, op, when, exec);
       });
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives())
+      return detail::nccl_reduce_scatter_v(comm, send.data(), recv.data(), counts, op, when, exec);
   auto const me = static_cast<std::size_t>(comm.rank());
   auto const mpi_counts = detail::keep(detail::mpi_counts(counts));
   std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
@@ -63,6 +67,11 @@ template <class T, class Space>
       return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
         return ireduce_scatter(comm, wide_send, wide_recv, op, when, exec);
       });
+  if constexpr (detail::nccl_memory<Space>)
+    if (comm.vendor_collectives())
+      return detail::nccl_reduce_scatter_v(
+          comm, send.data(), recv.data(),
+          std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), recv.extent(0)), op, when, exec);
   std::size_t const moved = recv.extent(0) * (static_cast<std::size_t>(comm.size()) - 1);
   int const count = detail::mpi_count(recv.extent(0));
   std::pair<MPI_Datatype, MPI_Op> const reduction = detail::reduction_of<T>(op, how);
