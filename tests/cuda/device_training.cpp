@@ -22,17 +22,12 @@ typename parallel::trainer<Model>::step_result train_one_step(
   return train.step(batch);
 }
 
-template parallel::trainer<parallel::gpt<float, memory>>::step_result train_one_step<parallel::gpt<float, memory>>(
-    device_mesh const&, parallel::gpt_config const&, parallel::parameter_source const&,
-    parallel::training_options const&, std::span<parallel::trainer<parallel::gpt<float, memory>>::micro_batch const>);
-template parallel::trainer<parallel::gpt<bf16, memory>>::step_result train_one_step<parallel::gpt<bf16, memory>>(
-    device_mesh const&, parallel::gpt_config const&, parallel::parameter_source const&,
-    parallel::training_options const&, std::span<parallel::trainer<parallel::gpt<bf16, memory>>::micro_batch const>);
-template parallel::trainer<parallel::llama<float, memory>>::step_result train_one_step<parallel::llama<float, memory>>(
-    device_mesh const&, parallel::llama_config const&, parallel::parameter_source const&,
-    parallel::training_options const&, std::span<parallel::trainer<parallel::llama<float, memory>>::micro_batch const>);
-template parallel::trainer<parallel::llama<bf16, memory>>::step_result train_one_step<parallel::llama<bf16, memory>>(
-    device_mesh const&, parallel::llama_config const&, parallel::parameter_source const&,
-    parallel::training_options const&, std::span<parallel::trainer<parallel::llama<bf16, memory>>::micro_batch const>);
+// Taking each one's address instantiates it.
+template <class... Models>
+void instantiate() {
+  (static_cast<void>(&train_one_step<Models>), ...);
+}
+template void instantiate<parallel::gpt<float, memory>, parallel::gpt<bf16, memory>, parallel::llama<float, memory>,
+                          parallel::llama<bf16, memory>>();
 
 }  // namespace shardmesh::cuda_check
