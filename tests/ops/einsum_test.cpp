@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <limits>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace einsum_test {
+
 using namespace shardmesh;
 using test::extents;
 
@@ -272,3 +275,5 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
   if (ranks > 1) CHECK(single > 0);
   if (ranks % 2 == 0 && ranks > 2) CHECK(layered > 0);
 }
+
+}  // namespace einsum_test

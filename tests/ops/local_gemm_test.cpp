@@ -36,6 +36,9 @@
 #include <type_traits>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace local_gemm_test {
+
 using namespace shardmesh::ops;
 using shardmesh::memory_kind;
 
@@ -447,3 +450,5 @@ TEST_CASE("product paths: every memory, element and set of libraries", "[ops][ge
   STATIC_CHECK(gemm_backend<Kokkos::Cuda, fp16>::path == product_path::cublas);
 #endif
 }
+
+}  // namespace local_gemm_test

@@ -35,6 +35,9 @@
 #include <utility>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace local_kernels_test {
+
 using namespace shardmesh;
 using namespace shardmesh::ops::local;
 
@@ -772,3 +775,5 @@ TEST_CASE("every kernel runs on the given instance, labelled, and fences nothing
   }
   exec.fence();
 }
+
+}  // namespace local_kernels_test

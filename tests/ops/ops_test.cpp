@@ -19,6 +19,9 @@
 #include <cmath>
 #include <functional>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace ops_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -470,3 +473,5 @@ TEST_CASE("cross-entropy with sharded classes equals the serial loss, never gath
   auto const f = ops::cross_entropy(test::make<3>(mesh, l, logits_shape, gx), t);
   check_gradient(loss, gx, test::values_of(ops::cross_entropy_backward(f)));
 }
+
+}  // namespace ops_test

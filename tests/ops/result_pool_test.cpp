@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace result_pool_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -115,3 +118,5 @@ TEST_CASE("the ledger counts op results as workspace, and those named as kept as
   CHECK(ledger.current(workspace) == workspace_before + 2 * bytes);
   CHECK(ledger.peak(activations) == activations_before + bytes);
 }
+
+}  // namespace result_pool_test

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace collectives_test {
+
 using namespace shardmesh;
 namespace ref = shardmesh::test::reference;
 
@@ -103,3 +106,5 @@ TEST_CASE("every stage issues exactly the collectives its layouts imply", "[para
     }
   }
 }
+
+}  // namespace collectives_test

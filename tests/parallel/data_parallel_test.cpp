@@ -26,6 +26,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace data_parallel_test {
+
 using namespace shardmesh;
 namespace ref = shardmesh::test::reference;
 using parallel::zero_stage;
@@ -370,3 +373,5 @@ TEST_CASE("the memory ledger's peaks equal each ZeRO stage's formula, uneven sha
         CHECK(r["update"].end_of(parameters) == bytes(stored));
       }
 }
+
+}  // namespace data_parallel_test

@@ -27,6 +27,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace gpt_test {
+
 using namespace shardmesh;
 namespace ref = shardmesh::test::reference;
 
@@ -106,3 +109,5 @@ TEST_CASE("the tensor-parallel GPT equals the serial reference: loss, logits, ev
   for (auto const& [name, g] : runs[0].gradients)
     require_close(name + " (sp against not)", runs[1].gradients.at(name), g);
 }
+
+}  // namespace gpt_test

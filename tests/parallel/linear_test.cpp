@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace linear_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -76,3 +79,5 @@ TEST_CASE("linear: replicated, column- and row-parallel forms equal the serial p
     CHECK_FALSE(l.w().has_grad());
   }
 }
+
+}  // namespace linear_test

@@ -39,6 +39,9 @@
 #include <utility>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace memory_model_test {
+
 using namespace shardmesh;
 using namespace shardmesh::test::training;
 using shardmesh::test::by_name;
@@ -269,3 +272,5 @@ TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activat
   }
   CHECK(runs > 0);
 }
+
+}  // namespace memory_model_test

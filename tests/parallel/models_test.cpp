@@ -44,6 +44,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace models_test {
+
 using namespace shardmesh;
 using namespace shardmesh::test::training;
 namespace lr = shardmesh::test::llama_reference;
@@ -232,3 +235,5 @@ TEST_CASE("a Llama of bad sizes is refused with the field named, on every rank, 
   bad.rope_base = 1;
   fails(bad, "rope_base = 1.000000 is not above 1");
 }
+
+}  // namespace models_test

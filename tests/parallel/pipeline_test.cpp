@@ -23,6 +23,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace pipeline_test {
+
 using namespace shardmesh;
 using namespace shardmesh::test::training;
 using shardmesh::test::by_name;
@@ -276,3 +279,5 @@ TEST_CASE("bad pipelines are refused with the same error on every rank", "[paral
     CHECK_THROWS_AS(train.step(micro), invalid_option_error);
   }
 }
+
+}  // namespace pipeline_test

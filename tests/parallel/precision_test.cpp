@@ -42,6 +42,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace precision_test {
+
 using namespace shardmesh;
 using namespace shardmesh::test::training;
 namespace lr = shardmesh::test::llama_reference;
@@ -424,3 +427,5 @@ TEST_CASE("gradients are kept in fp32 or the model's own type", "[precision][gra
   CHECK_THROWS_AS(float_run(s, gpt_config(), start, gpt_sizes.B, o), invalid_option_error);
   CHECK_THROWS_AS(fp16_run(s, gpt_config(), start, gpt_sizes.B, o), invalid_option_error);
 }
+
+}  // namespace precision_test

@@ -24,6 +24,9 @@
 #include <variant>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace training_test {
+
 using namespace shardmesh;
 using namespace shardmesh::test::training;
 using shardmesh::test::by_name;
@@ -243,3 +246,5 @@ TEST_CASE("a learning-rate schedule that gives no usable factor is refused on ev
                          Catch::Matchers::Message("training: the learning-rate schedule gives -1.000000 at update 2, "
                                                   "not a finite factor of at least 0"));
 }
+
+}  // namespace training_test

@@ -110,6 +110,8 @@ int main(int argc, char* argv[]) {
     auto& config = session.configData();
     config.runOrder = Catch::TestRunOrder::Declared;
     config.rngSeed = 20261130;
+    // Each test case is tagged with its file's name ([#training_test]): a binary bundles several files.
+    config.filenamesAsTags = true;
     status = session.applyCommandLine(argc, argv);
     if (status == 0) {
       // Whatever the command line chose, all ranks use rank 0's seed.

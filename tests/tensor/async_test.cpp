@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace async_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -59,3 +62,5 @@ TEST_CASE("several redistributions can be in flight at once", "[tensor][async]")
     REQUIRE(whole.data()[i] == global.data()[i]);
   }
 }
+
+}  // namespace async_test

@@ -10,6 +10,9 @@
 #include <numeric>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace collectives_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -167,3 +170,5 @@ TEST_CASE("point-to-point exchange around a ring", "[comm]") {
   std::uint64_t const moved = w.size == 1 ? 0 : 3 * sizeof(long);
   REQUIRE(w.comm.counters()["point_to_point"] == collective_count{1, moved, moved});
 }
+
+}  // namespace collectives_test

@@ -8,6 +8,9 @@
 
 #include <numeric>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace distribute_gather_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -86,3 +89,5 @@ TEST_CASE("typed dtensors distribute with their layout in the type", "[tensor][d
   REQUIRE(x.notation() == "f64[" + std::to_string(ranks + 1) + ",4] S(x),R");
   REQUIRE(same(gather(x), m));
 }
+
+}  // namespace distribute_gather_test

@@ -9,6 +9,9 @@
 #include <catch2/matchers/catch_matchers_exception.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace errors_test {
+
 using namespace shardmesh;
 using Catch::Matchers::ContainsSubstring;
 
@@ -192,3 +195,5 @@ TEST_CASE("a count beyond MPI's int is refused on every rank before any data mov
                          Catch::Matchers::MessageMatches(ContainsSubstring("on rank " + std::to_string(root))));
   all_ranks_continue();
 }
+
+}  // namespace errors_test

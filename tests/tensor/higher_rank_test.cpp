@@ -7,6 +7,9 @@
 
 #include <algorithm>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace higher_rank_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -37,3 +40,5 @@ std::size_t check_sample(std::size_t pairs) {
 TEST_CASE("rank-3 tensors redistribute exactly", "[tensor][rank3]") { CHECK(check_sample<3>(600) > 0); }
 
 TEST_CASE("rank-4 tensors redistribute exactly", "[tensor][rank4]") { CHECK(check_sample<4>(300) > 0); }
+
+}  // namespace higher_rank_test

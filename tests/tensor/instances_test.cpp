@@ -18,6 +18,9 @@
 #include <type_traits>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace instances_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -118,3 +121,5 @@ TEST_CASE("a shard still being written on the instance is read only after it fin
     REQUIRE(equal(gather(y, all_ranks, mine), numbered(n)));
   }
 }
+
+}  // namespace instances_test

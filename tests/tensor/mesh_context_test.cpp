@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace mesh_context_test {
+
 using namespace shardmesh;
 using Catch::Matchers::ContainsSubstring;
 
@@ -184,3 +187,5 @@ TEST_CASE("a mesh's counters, ledger and plans may be used from several threads"
   REQUIRE(mesh.ledger().peak(memory_category::activations) >= 8);
   REQUIRE(mesh.ledger().peak(memory_category::activations) <= 32);
 }
+
+}  // namespace mesh_context_test

@@ -17,6 +17,9 @@
 #include <numeric>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace pieces_test {
+
 using namespace shardmesh;
 using namespace shardmesh::detail;
 
@@ -204,3 +207,5 @@ TEST_CASE("a piece's MPI datatype lists its elements where the index lists say, 
     }
   CHECK(checked > 0);
 }
+
+}  // namespace pieces_test

@@ -6,6 +6,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace prepared_step_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -67,3 +70,5 @@ TEST_CASE("the largest count covers every count and displacement of the step", "
     REQUIRE(total <= p.largest_count);
   }
 }
+
+}  // namespace prepared_step_test

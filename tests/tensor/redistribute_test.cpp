@@ -7,6 +7,9 @@
 
 #include <cstdio>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace redistribute_test {
+
 using namespace shardmesh;
 
 TEST_CASE("every layout pair of a matrix on 1-D and 2-D meshes matches the serial reference", "[tensor]") {
@@ -68,3 +71,5 @@ TEST_CASE("intermediate shards come from the workspace, the result from the give
   CHECK(pool.peak_leased_bytes() <= pool.pooled_bytes());
   CHECK(pool.leased_bytes() == 0);
 }
+
+}  // namespace redistribute_test

@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace reduced_precision_test {
+
 using namespace shardmesh;
 
 namespace {
@@ -180,3 +183,5 @@ TEMPLATE_TEST_CASE("16-bit floats summed per message move half the bytes and rou
                       Kokkos::DefaultHostExecutionSpace{}, sixteen_bit_sum::per_message),
       invalid_option_error);
 }
+
+}  // namespace reduced_precision_test

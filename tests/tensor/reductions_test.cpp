@@ -9,6 +9,9 @@
 
 #include <complex>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace reductions_test {
+
 using namespace shardmesh;
 
 TEMPLATE_TEST_CASE("partial layouts reduce exactly", "[tensor][reduction]", float, double, int, bf16, fp16) {
@@ -46,3 +49,5 @@ TEST_CASE("complex tensors become partial sums and products and reduce back", "[
     for (std::size_t i = 0; i < global.size(); ++i) CHECK(back.data()[i] == global.data()[i]);
   }
 }
+
+}  // namespace reductions_test

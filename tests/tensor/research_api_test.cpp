@@ -24,6 +24,9 @@
 #include <string>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace research_api_test {
+
 using namespace shardmesh;
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
@@ -341,3 +344,5 @@ TEST_CASE("a rank stuck in a collective is reported by the watchdog", "[watchdog
   vector v("v", 4);
   if (mesh.rank() == 0) broadcast(mesh.comm(), v, 0, Kokkos::DefaultHostExecutionSpace{});
 }
+
+}  // namespace research_api_test

@@ -18,6 +18,9 @@
 #include <utility>
 #include <vector>
 
+// Inside a namespace of its own: bundled with other test files into one translation unit.
+namespace staging_test {
+
 using namespace shardmesh;
 
 namespace shardmesh {
@@ -557,3 +560,5 @@ TEST_CASE("a mesh's policy holds for its groups and submeshes, made before or af
   mesh.comm().set_staging(staging_policy::automatic);
   REQUIRE(stage.comm().staging() == staging_policy::automatic);
 }
+
+}  // namespace staging_test
