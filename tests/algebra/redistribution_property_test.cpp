@@ -10,6 +10,7 @@
 //  - without reductions, never more than one all-to-all-v of exactly the
 //    elements each rank needs and does not hold;
 //  - the plan is no costlier than an exhaustive search over the same steps.
+#include "exhaustive.hpp"
 #include "layout_enumeration.hpp"
 
 #include <shardmesh/algebra/plan_traffic.hpp>
@@ -148,11 +149,12 @@ void check_pair(mesh_shape const& mesh, layout const& from, layout const& to, bo
 
 }  // namespace
 
-// Unoptimised (sanitizer) builds check every 8th of the cases, to stay within their timeout.
+// The default suite checks every 4th of the cases, unoptimised (sanitizer) builds every 8th, to stay within their
+// timeout; the full suite every one (exhaustive.hpp).
 #ifdef NDEBUG
-constexpr std::size_t thinning = 1;
+std::size_t const thinning = test::case_stride(4);
 #else
-constexpr std::size_t thinning = 8;
+std::size_t const thinning = test::case_stride(8);
 #endif
 
 TEST_CASE("every plan reproduces the target exactly, with the predicted bytes, optimally",

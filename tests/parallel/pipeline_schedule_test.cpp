@@ -50,10 +50,12 @@ constexpr bool holds(schedule_kind k, std::size_t p, std::size_t m, std::size_t 
          s.idle_time() * static_cast<double>(f.den) == static_cast<double>(f.num) * static_cast<double>(p) * s.makespan;
 }
 
-// One constant per p and generator, each evaluated within the compiler's limit.
+// The same at compile time (the generators and the check are constant expressions), on the grid's smaller
+// half: p = 1..4, m = 1..8 (the whole grid took a minute of compile time; the test case below runs it). One
+// constant per p and generator, each evaluated within the compiler's limit.
 template <std::size_t P, schedule_kind K>
 constexpr bool grid_holds = [] {
-  for (std::size_t m = 1; m <= 16; ++m)
+  for (std::size_t m = 1; m <= 8; ++m)
     for (std::size_t v = 1; v <= 3; ++v)
       if (!holds(K, P, m, v)) return false;
   return true;
@@ -64,7 +66,7 @@ constexpr bool every_grid_holds(std::index_sequence<P...>) {
            grid_holds<P + 1, schedule_kind::interleaved> && grid_holds<P + 1, schedule_kind::zero_bubble>) &&
           ...);
 }
-static_assert(every_grid_holds(std::make_index_sequence<8>{}), "a generator fails the check or its closed form");
+static_assert(every_grid_holds(std::make_index_sequence<4>{}), "a generator fails the check or its closed form");
 
 std::string error_of(pipeline_schedule const& s) { return std::string(simulate(s).error.view()); }
 
