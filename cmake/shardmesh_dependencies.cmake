@@ -10,10 +10,19 @@ endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(BLAS REQUIRED)
 # cuBLAS for local products on device memory, on a CUDA build of Kokkos (ops/detail/cublas.hpp),
-# and NCCL, where found, for collectives on device memory (comm/nccl.hpp: SHARDMESH_USES_NCCL).
+# and NCCL, where found, for collectives on device memory (comm/nccl.hpp). On a HIP build, hipBLAS
+# (ops/detail/hipblas.hpp) and RCCL (comm/nccl.hpp), each where found: ROCm's CMake packages.
 if(Kokkos_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   include(${CMAKE_CURRENT_LIST_DIR}/shardmesh_find_nccl.cmake)
+endif()
+set(SHARDMESH_USES_HIPBLAS OFF)
+set(SHARDMESH_USES_RCCL OFF)
+if(Kokkos_ENABLE_HIP)
+  find_package(hipblas CONFIG QUIET)
+  find_package(rccl CONFIG QUIET)
+  set(SHARDMESH_USES_HIPBLAS ${hipblas_FOUND})
+  set(SHARDMESH_USES_RCCL ${rccl_FOUND})
 endif()
 if(NOT DEFINED SHARDMESH_USES_ONEDNN)  # the installed package says how it was built
   set(SHARDMESH_USES_ONEDNN OFF)

@@ -449,6 +449,12 @@ TEST_CASE("product paths: every memory, element and set of libraries", "[ops][ge
   STATIC_CHECK(gemm_backend<Kokkos::Cuda, bf16, float>::path == product_path::cublas);
   STATIC_CHECK(gemm_backend<Kokkos::Cuda, fp16>::path == product_path::cublas);
 #endif
+#if defined(KOKKOS_ENABLE_HIP) && SHARDMESH_HAS_HIPBLAS  // likewise on HIP, where the build found hipBLAS
+  STATIC_CHECK(gemm_backend<Kokkos::HIP, float>::path == product_path::hipblas);
+  STATIC_CHECK(gemm_backend<Kokkos::HIP, double>::path == product_path::hipblas);
+  STATIC_CHECK(gemm_backend<Kokkos::HIP, bf16, float>::path == product_path::hipblas);
+  STATIC_CHECK(gemm_backend<Kokkos::HIP, fp16>::path == product_path::hipblas);
+#endif
 }
 
 }  // namespace local_gemm_test

@@ -5,6 +5,7 @@
 // every step's loss and gradient norm and the parameters this rank's stage
 // holds (gathered, as double).
 
+#include "exhaustive.hpp"
 #include "mpi_test.hpp"
 #include "training_reference.hpp"
 
@@ -54,6 +55,16 @@ inline std::vector<pipeline_setup> setups_of_world() {
            {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::interleaved, schedule_kind::zero_bubble})
         out.push_back({dp, pp, tp, kind, kind == schedule_kind::interleaved ? 2U : 1U, stages[k++ % 4], 2, {}});
     }
+  return out;
+}
+
+// The setups a long test runs: every one on up to 2 ranks; beyond, every 3rd (which still visits every ZeRO stage,
+// schedule and mesh) in the default suite, every one in the full suite (exhaustive.hpp).
+inline std::vector<pipeline_setup> sampled_setups_of_world() {
+  std::vector<pipeline_setup> const every = setups_of_world();
+  std::size_t const stride = test::world_size() > 2 ? case_stride(3) : 1;
+  std::vector<pipeline_setup> out;
+  for (std::size_t i = 0; i < every.size(); i += stride) out.push_back(every[i]);
   return out;
 }
 

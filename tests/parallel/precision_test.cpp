@@ -1,10 +1,9 @@
 // Training in bf16 and fp16 (parameters and activations of the 16-bit
 // type; gradients, master weights and the optimizer's state in float):
 // both models over every dp x pp x tp setup of the world with each ZeRO
-// stage, 20 steps, against the float run of the same setup and against
-// each other; fp16's loss scaling through an injected overflow; a bf16
-// run's checkpoint resumed under another layout and under float;
-// recomputation; gradients reduced in bf16, and kept in bf16.
+// stage (on 4 ranks every 3rd in the default suite: sampled_setups_of_world), 20 steps, against the float run of the
+// same setup and against each other; fp16's loss scaling through an injected overflow; a bf16 run's checkpoint resumed
+// under another layout and under float; recomputation; gradients reduced in bf16, and kept in bf16.
 //
 // Tolerances, from the formats' unit roundoff u (bf16 2^-9 = 2.0e-3, fp16
 // 2^-12 = 2.4e-4): the 16-bit run rounds every parameter and activation,
@@ -82,7 +81,7 @@ template <template <class, class> class Model, class T, class Config>
 std::vector<history> runs(Config const& config, values const& start, std::size_t samples,
                           std::function<batch(std::size_t)> const& batch_of) {
   std::vector<history> out;
-  for (pipeline_setup const& s : setups_of_world())
+  for (pipeline_setup const& s : sampled_setups_of_world())
     out.push_back(train<Model<T, host>>(s, config, start, samples, batch_of, options));
   return out;
 }
@@ -111,7 +110,7 @@ void check_precisions(Config const& config, values const& start, std::size_t sam
   auto const fp32 = runs<Model, float>(config, start, samples, batch_of);
   auto const b16 = runs<Model, bf16>(config, start, samples, batch_of);
   auto const f16 = runs<Model, fp16>(config, start, samples, batch_of);
-  auto const setups = setups_of_world();
+  auto const setups = sampled_setups_of_world();
   double vs_float_bf16 = 0, vs_float_fp16 = 0, across_bf16 = 0, across_fp16 = 0, across_fp32 = 0, drift_b = 0,
          drift_f = 0;
   for (std::size_t i = 0; i < setups.size(); ++i) {
@@ -219,7 +218,7 @@ TEST_CASE("a bf16 run's checkpoint, float master state, resumes under another la
   using bf16_model = parallel::gpt<bf16, host>;
   values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
   test::scratch_dir const dir("shardmesh-precision");
-  auto const setups = setups_of_world();
+  auto const setups = sampled_setups_of_world();
   pipeline_setup const& saving = setups.front();  // ZeRO-0, no pipeline
   pipeline_setup const resuming = pipelined(parallel::zero_stage::parameters);
   model_run<bf16_model> original(saving, gpt_config(), start, gpt_sizes.B, options);
@@ -266,7 +265,7 @@ void check_recomputation(Config config, values const& start, std::size_t samples
                          std::function<batch(std::size_t)> const& batch_of) {
   run_options o = options;
   o.steps = 2;
-  for (pipeline_setup const& s : setups_of_world()) {
+  for (pipeline_setup const& s : sampled_setups_of_world()) {
     INFO(describe(s));
     std::vector<history> runs;
     std::vector<std::size_t> kept;
@@ -301,7 +300,7 @@ TEST_CASE("gradients reduced in bf16 move half the bytes and train as those redu
   // (and each message's sums) to bf16 moves a step by at most about 2^-8 of itself, which Adam's normalised
   // update barely sees: the losses stay within bf16's tolerance of the float reduction's (1e-2).
   values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
-  for (pipeline_setup const& s : setups_of_world()) {
+  for (pipeline_setup const& s : sampled_setups_of_world()) {
     if (s.pp > 1 || s.dp == 1) continue;
     INFO(describe(s));
     std::vector<history> runs;
@@ -380,7 +379,7 @@ void check_kept_in_bf16(Config const& config, values const& start, std::size_t s
     return peak;
   };
   std::vector<history> narrow_runs;
-  for (pipeline_setup const& s : setups_of_world()) {
+  for (pipeline_setup const& s : sampled_setups_of_world()) {
     INFO(describe(s));
     std::vector<history> runs;
     std::vector<std::size_t> peaks;
@@ -419,7 +418,7 @@ TEST_CASE("gradients kept in bf16 train as those kept in float, in about half th
 
 TEST_CASE("gradients are kept in fp32 or the model's own type", "[precision][gradient_type]") {
   values const start = test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5));
-  pipeline_setup const s = setups_of_world().front();
+  pipeline_setup const s = sampled_setups_of_world().front();
   run_options o = options;
   o.gradient_type = parallel::precision::bf16;
   using float_run = model_run<parallel::gpt<float, host>>;

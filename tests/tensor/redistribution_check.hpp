@@ -71,7 +71,7 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
   reference::simulated_tensor const before = reference::cut(shape, source, global, values);
 
   typename tensor::view_type local =
-      detail::allocate<typename tensor::view_type>("local", local_extents(shape, source, global, me));
+      shardmesh::detail::allocate<typename tensor::view_type>("local", local_extents(shape, source, global, me));
   auto host = Kokkos::create_mirror_view(local);
   for (std::size_t i = 0; i < before.shards[me].size(); ++i) host.data()[i] = static_cast<T>(before.shards[me][i]);
   Kokkos::deep_copy(local, host);
@@ -105,11 +105,12 @@ void check_redistribution(device_mesh const& mesh, layout const& from, layout co
     Kokkos::View<T*, Kokkos::HostSpace> reduced(mine.data(), mine.size());
     all_reduce(mesh.group(target.partial_axes), reduced, target.op, Kokkos::DefaultHostExecutionSpace{});
   }
-  reference::simulated_tensor expected = reference::cut(shape, detail::without_partial(target), global, values);
+  reference::simulated_tensor expected =
+      reference::cut(shape, shardmesh::detail::without_partial(target), global, values);
   for (std::size_t i = 0; i < mine.size(); ++i) REQUIRE(mine[i] == static_cast<T>(expected.shards[me][i]));
 
   typename tensor::view_type const out =
-      detail::allocate<typename tensor::view_type>("out", detail::extents_of(y.local()));
+      shardmesh::detail::allocate<typename tensor::view_type>("out", shardmesh::detail::extents_of(y.local()));
   Kokkos::deep_copy(out, T(-7));
   tensor z(mesh, to, extents, out);
   redistribute(x, z);

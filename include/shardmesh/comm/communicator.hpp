@@ -71,7 +71,7 @@ class communicator {
   void set_staging(staging_policy policy) const { settings_->staging.store(policy, std::memory_order_relaxed); }
 
   // Whether collectives on device memory go through the vendor's library
-  // where the build has it (NCCL: nccl.hpp) or through MPI. Shared and
+  // where the build has it (NCCL or RCCL: nccl.hpp) or through MPI. Shared and
   // taking effect like the staging policy; the vendor's by default. Must be
   // the same on every rank.
   [[nodiscard]] bool vendor_collectives() const { return settings_->vendor.load(std::memory_order_relaxed); }

@@ -1,7 +1,9 @@
 #pragma once
-// Collectives on CUDA device memory through NCCL, for a CUDA build that
-// links it (SHARDMESH_HAS_NCCL): enqueued on the stream of the
-// execution-space instance given, without a host fence. Every collective
+// Collectives on device memory through NCCL, for a CUDA build that links
+// it (SHARDMESH_HAS_NCCL), or through RCCL, AMD's implementation of the
+// same interface, for a HIP build that links it (SHARDMESH_HAS_RCCL):
+// enqueued on the stream of the execution-space instance given, without a
+// host fence. Every collective
 // of comm/ takes this path for device memory when its communicator asks
 // for the vendor's library (communicator::set_vendor_collectives, the
 // default), and MPI's otherwise:
@@ -39,10 +41,22 @@
 #ifndef SHARDMESH_HAS_NCCL
 #define SHARDMESH_HAS_NCCL 0
 #endif
+#ifndef SHARDMESH_HAS_RCCL
+#define SHARDMESH_HAS_RCCL 0
+#endif
 
 #if SHARDMESH_HAS_NCCL && defined(KOKKOS_ENABLE_CUDA)
-#include <mpi.h>
+#define SHARDMESH_DETAIL_NCCL_API 1
 #include <nccl.h>
+#elif SHARDMESH_HAS_RCCL && defined(KOKKOS_ENABLE_HIP)
+#define SHARDMESH_DETAIL_NCCL_API 1
+#include <rccl/rccl.h>
+#else
+#define SHARDMESH_DETAIL_NCCL_API 0
+#endif
+
+#if SHARDMESH_DETAIL_NCCL_API
+#include <mpi.h>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include <algorithm>
@@ -60,12 +74,25 @@ struct peer_block {
   std::size_t offset = 0, count = 0;
 };
 
-#if SHARDMESH_HAS_NCCL && defined(KOKKOS_ENABLE_CUDA)
+#if SHARDMESH_DETAIL_NCCL_API
 
-// Whether collectives on data in Space may go through NCCL (when the
-// communicator asks for the vendor's library).
+// Whether collectives on data in Space may go through NCCL or RCCL (when the
+// communicator asks for the vendor's library): the build's device memory.
+#if defined(KOKKOS_ENABLE_CUDA)
 template <class Space>
 inline constexpr bool nccl_memory = memory_kind_of<Space>() == memory_kind::cuda;
+template <class Exec>
+cudaStream_t nccl_stream(Exec const& exec) {
+  return exec.cuda_stream();
+}
+#else
+template <class Space>
+inline constexpr bool nccl_memory = memory_kind_of<Space>() == memory_kind::hip;
+template <class Exec>
+hipStream_t nccl_stream(Exec const& exec) {
+  return exec.hip_stream();
+}
+#endif
 
 inline void check_nccl(ncclResult_t result, char const* what) {
   if (result != ncclSuccess) throw error(std::string("shardmesh: ") + what + " failed: " + ncclGetErrorString(result));
@@ -137,7 +164,7 @@ template <class T, class Exec>
 request nccl_all_gather(communicator const& comm, T const* send, T* recv, std::size_t count, completion when,
                         Exec const& exec) {
   auto const region = nccl_begin<T>(comm, "all_gather");
-  check_nccl(ncclAllGather(send, recv, nccl_elements<T>(count), nccl_type<T>(), nccl_comm_of(comm), exec.cuda_stream()),
+  check_nccl(ncclAllGather(send, recv, nccl_elements<T>(count), nccl_type<T>(), nccl_comm_of(comm), nccl_stream(exec)),
              "ncclAllGather");
   std::size_t const moved = count * (static_cast<std::size_t>(comm.size()) - 1);
   comm.counters().record("all_gather", moved * sizeof(T), moved * sizeof(T));
@@ -151,7 +178,7 @@ request nccl_exchange(communicator const& comm, char const* name, completion whe
                       Exec const& exec) {
   auto const region = nccl_begin<T>(comm, name);
   ncclComm_t const c = nccl_comm_of(comm);
-  cudaStream_t const stream = exec.cuda_stream();
+  auto const stream = nccl_stream(exec);
   std::size_t sent = 0, received = 0;
   check_nccl(ncclGroupStart(), "ncclGroupStart");
   for (peer_block const& b : sends) {
@@ -174,7 +201,7 @@ request nccl_all_reduce(communicator const& comm, T const* send, T* recv, std::s
                         std::size_t moved, completion when, Exec const& exec) {
   static_assert(nccl_reduces<T>, "all_reduce: NCCL reduces arithmetic types only");
   auto const region = nccl_begin<T>(comm, "all_reduce");
-  check_nccl(ncclAllReduce(send, recv, count, nccl_type<T>(), nccl_op(op), nccl_comm_of(comm), exec.cuda_stream()),
+  check_nccl(ncclAllReduce(send, recv, count, nccl_type<T>(), nccl_op(op), nccl_comm_of(comm), nccl_stream(exec)),
              "ncclAllReduce");
   comm.counters().record("all_reduce", moved * sizeof(T), moved * sizeof(T));
   return nccl_request("all_reduce", when, exec);
@@ -191,14 +218,14 @@ request nccl_reduce_scatter_v(communicator const& comm, T const* send, T* recv, 
   auto const me = static_cast<std::size_t>(comm.rank());
   bool const equal = std::all_of(counts.begin(), counts.end(), [&](std::size_t n) { return n == counts.front(); });
   if (equal) {
-    check_nccl(ncclReduceScatter(send, recv, counts.front(), nccl_type<T>(), nccl_op(op), c, exec.cuda_stream()),
+    check_nccl(ncclReduceScatter(send, recv, counts.front(), nccl_type<T>(), nccl_op(op), c, nccl_stream(exec)),
                "ncclReduceScatter");
   } else {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     std::size_t at = 0;
     for (std::size_t q = 0; q < counts.size(); ++q) {
       check_nccl(ncclReduce(send + at, q == me ? recv : nullptr, counts[q], nccl_type<T>(), nccl_op(op),
-                            static_cast<int>(q), c, exec.cuda_stream()),
+                            static_cast<int>(q), c, nccl_stream(exec)),
                  "ncclReduce");
       at += counts[q];
     }
@@ -215,7 +242,7 @@ request nccl_broadcast(communicator const& comm, T* buffer, std::size_t count, i
                        std::size_t received, completion when, Exec const& exec) {
   auto const region = nccl_begin<T>(comm, "broadcast");
   check_nccl(ncclBroadcast(buffer, buffer, nccl_elements<T>(count), nccl_type<T>(), root, nccl_comm_of(comm),
-                           exec.cuda_stream()),
+                           nccl_stream(exec)),
              "ncclBroadcast");
   comm.counters().record("broadcast", sent * sizeof(T), received * sizeof(T));
   return nccl_request("broadcast", when, exec);

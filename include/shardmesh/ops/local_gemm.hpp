@@ -14,7 +14,7 @@
 //    on AVX512_BF16 or AMX), else the operands widened to float around the
 //    BLAS (detail/widened_gemm.hpp). Fences first, returns when done.
 //  - the vendor's BLAS on device memory (detail/vendor_gemm.hpp: cuBLAS on
-//    a CUDA build), asynchronous on `exec`'s stream.
+//    a CUDA build, hipBLAS on a HIP build), asynchronous on `exec`'s stream.
 //  - local_gemm_kokkos: a portable Kokkos kernel in tiles staged through
 //    team scratch memory, asynchronous on `exec`.
 // local_gemm picks one through gemm_backend (below; ops/product_path.hpp).
@@ -37,7 +37,7 @@
 
 #include <Kokkos_Core.hpp>
 
-// The libraries the build links say so (CMakeLists.txt): oneDNN, and cuBLAS on a CUDA build.
+// The libraries the build links say so (CMakeLists.txt): oneDNN, cuBLAS on a CUDA build, hipBLAS on a HIP build.
 #ifndef SHARDMESH_HAS_ONEDNN
 #define SHARDMESH_HAS_ONEDNN 0
 #endif
@@ -45,11 +45,20 @@
 #undef SHARDMESH_HAS_CUBLAS
 #define SHARDMESH_HAS_CUBLAS 0
 #endif
+#if !defined(KOKKOS_ENABLE_HIP) || !defined(SHARDMESH_HAS_HIPBLAS)
+#undef SHARDMESH_HAS_HIPBLAS
+#define SHARDMESH_HAS_HIPBLAS 0
+#endif
 #if SHARDMESH_HAS_ONEDNN
 #include "shardmesh/ops/detail/onednn_gemm.hpp"
 #endif
 #if SHARDMESH_HAS_CUBLAS
 #include "shardmesh/ops/detail/cublas.hpp"
+#endif
+#if SHARDMESH_HAS_HIPBLAS
+#include "shardmesh/ops/detail/hipblas.hpp"
+#endif
+#if SHARDMESH_HAS_CUBLAS || SHARDMESH_HAS_HIPBLAS
 #include "shardmesh/ops/detail/vendor_gemm.hpp"
 #endif
 
@@ -194,8 +203,10 @@ constexpr element_kind element_kind_of() {
 }  // namespace detail
 
 // The libraries this build multiplies with.
-inline constexpr product_libraries built_product_libraries{
-    .host_blas = true, .onednn = SHARDMESH_HAS_ONEDNN != 0, .cublas = SHARDMESH_HAS_CUBLAS != 0, .hipblas = false};
+inline constexpr product_libraries built_product_libraries{.host_blas = true,
+                                                           .onednn = SHARDMESH_HAS_ONEDNN != 0,
+                                                           .cublas = SHARDMESH_HAS_CUBLAS != 0,
+                                                           .hipblas = SHARDMESH_HAS_HIPBLAS != 0};
 
 // Which backend local_gemm uses for T on ExecSpace: choose_product_path
 // (ops/product_path.hpp) for the space's memory, T and this build's
@@ -217,16 +228,29 @@ struct gemm_backend {
       local_gemm_reduced(exec, s, alpha, a, sa, b, sb, beta, c, sc);
 #if SHARDMESH_HAS_CUBLAS
     } else if constexpr (path == product_path::cublas) {
-      std::int64_t count = 0;
-      detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
-      if (!detail::vendor_gemm<detail::cublas, T, Out>(exec.cuda_stream(), s, walk, count, alpha, a, sa, b, sb, beta, c,
-                                                       sc))
-        local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+      run_vendor<detail::cublas>(exec, exec.cuda_stream(), s, alpha, a, sa, b, sb, beta, c, sc);
+#endif
+#if SHARDMESH_HAS_HIPBLAS
+    } else if constexpr (path == product_path::hipblas) {
+      run_vendor<detail::hipblas>(exec, exec.hip_stream(), s, alpha, a, sa, b, sb, beta, c, sc);
 #endif
     } else {
       local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
     }
   }
+
+#if SHARDMESH_HAS_CUBLAS || SHARDMESH_HAS_HIPBLAS
+  // Through the Vendor's library on `stream`, or the portable kernel where a matrix has no unit stride.
+  template <class Vendor>
+  static void run_vendor(ExecSpace const& exec, typename Vendor::stream stream, gemm_shape const& s,
+                         accumulation_t<T> alpha, T const* a, gemm_strides const& sa, T const* b,
+                         gemm_strides const& sb, accumulation_t<T> beta, Out* c, gemm_strides const& sc) {
+    std::int64_t count = 0;
+    detail::batch_walk const walk = detail::make_batch_walk(s, sa, sb, sc, count);
+    if (!detail::vendor_gemm<Vendor, T, Out>(stream, s, walk, count, alpha, a, sa, b, sb, beta, c, sc))
+      local_gemm_kokkos(exec, s, alpha, a, sa, b, sb, beta, c, sc);
+  }
+#endif
 };
 
 // C(batch, m, n) = alpha * sum_k A(batch, m, k) * B(batch, k, n) + beta * C(batch, m, n),

@@ -1,7 +1,7 @@
 // The training stack instantiated for the default execution space's memory
 // (device memory in a CUDA or HIP build, host memory here): both models in
 // float and bf16, the trainer and a step, gradients kept in either type.
-// Compiled by nvcc in tools/cuda-check's run (the host build's tests
+// Compiled by tools/cuda-check and tools/hip-check in their full runs (the host build's tests
 // instantiate the same for host memory); in no target, nothing here runs.
 #include <shardmesh/models/gpt.hpp>
 #include <shardmesh/models/llama.hpp>
@@ -9,7 +9,7 @@
 
 #include <span>
 
-namespace shardmesh::cuda_check {
+namespace shardmesh::device_check {
 
 using memory = Kokkos::DefaultExecutionSpace::memory_space;
 
@@ -30,4 +30,4 @@ void instantiate() {
 template void instantiate<parallel::gpt<float, memory>, parallel::gpt<bf16, memory>, parallel::llama<float, memory>,
                           parallel::llama<bf16, memory>>();
 
-}  // namespace shardmesh::cuda_check
+}  // namespace shardmesh::device_check

@@ -1,7 +1,7 @@
 // Spellings that nvcc is particular about, in the form that compiles with
 // every compiler (docs/03-runtime.md, "Compiling with nvcc"). Built with the
-// suite's compiler (cuda.spellings) and compiled by nvcc in tools/cuda-check's
-// run; nothing here runs.
+// suite's compiler (device.spellings), compiled by nvcc and by Clang's HIP in
+// tools/cuda-check's and tools/hip-check's runs; nothing here runs.
 #include <shardmesh/shardmesh.hpp>
 
 #include <cstddef>
