@@ -76,23 +76,19 @@ struct peer_block {
 
 #if SHARDMESH_DETAIL_NCCL_API
 
-// Whether collectives on data in Space may go through NCCL or RCCL (when the
-// communicator asks for the vendor's library): the build's device memory.
+// The build's device memory, and the stream of an instance of its execution space.
 #if defined(KOKKOS_ENABLE_CUDA)
-template <class Space>
-inline constexpr bool nccl_memory = memory_kind_of<Space>() == memory_kind::cuda;
-template <class Exec>
-cudaStream_t nccl_stream(Exec const& exec) {
-  return exec.cuda_stream();
-}
+inline constexpr memory_kind nccl_device = memory_kind::cuda;
+inline cudaStream_t nccl_stream(Kokkos::Cuda const& exec) { return exec.cuda_stream(); }
 #else
-template <class Space>
-inline constexpr bool nccl_memory = memory_kind_of<Space>() == memory_kind::hip;
-template <class Exec>
-hipStream_t nccl_stream(Exec const& exec) {
-  return exec.hip_stream();
-}
+inline constexpr memory_kind nccl_device = memory_kind::hip;
+inline hipStream_t nccl_stream(Kokkos::HIP const& exec) { return exec.hip_stream(); }
 #endif
+
+// Whether collectives on data in Space may go through NCCL or RCCL (when the
+// communicator asks for the vendor's library).
+template <class Space>
+inline constexpr bool nccl_memory = memory_kind_of<Space>() == nccl_device;
 
 inline void check_nccl(ncclResult_t result, char const* what) {
   if (result != ncclSuccess) throw error(std::string("shardmesh: ") + what + " failed: " + ncclGetErrorString(result));
