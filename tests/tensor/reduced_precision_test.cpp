@@ -141,7 +141,7 @@ TEMPLATE_TEST_CASE("a partial 16-bit tensor reduces in float through the algebra
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"a", dynamic_extent}});
   std::size_t const rows = 2 * w.size, cols = 3, n = rows * cols;
   view<T> const mine = contributions<T>(w.rank, n);
-  dynamic_dtensor<T, 2> const partial(
+  dynamic_dtensor<T, 2, Kokkos::HostSpace> const partial(
       mesh, layout{replicated, replicated}.partial(reduce_op::sum, "a"), {rows, cols},
       Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace>(mine.data(), rows, cols));
   for (layout const& to : {layout{replicated, replicated}, layout{shard("a"), replicated}}) {
