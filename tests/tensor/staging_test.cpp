@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
 #include <ostream>
@@ -223,6 +224,35 @@ TEST_CASE("every collective on the default execution space's memory gives and co
     CHECK(device_counts.at(name).bytes_sent == count.bytes_sent);
     CHECK(device_counts.at(name).bytes_received == count.bytes_received);
   }
+}
+
+TEST_CASE(
+    "collectives take the vendor's library (NCCL, RCCL) on its device memory, and MPI for the types it cannot "
+    "reduce",
+    "[comm][staging]") {
+  STATIC_REQUIRE_FALSE(detail::nccl_memory<Kokkos::HostSpace>);
+  STATIC_REQUIRE_FALSE(detail::nccl_reduction<Kokkos::HostSpace, float>);
+  using device = Kokkos::DefaultExecutionSpace::memory_space;
+#if SHARDMESH_DETAIL_NCCL_API
+  STATIC_REQUIRE(detail::nccl_memory<device>);
+  STATIC_REQUIRE(detail::nccl_reduction<device, float>);
+  STATIC_REQUIRE(detail::nccl_reduction<device, bf16>);
+  STATIC_REQUIRE(detail::nccl_reduction<device, long>);
+  STATIC_REQUIRE_FALSE(detail::nccl_reduction<device, bool>);
+  STATIC_REQUIRE_FALSE(detail::nccl_reduction<device, std::int16_t>);
+#else
+  STATIC_REQUIRE_FALSE(detail::nccl_memory<device>);
+#endif
+  // Whichever path a type takes on the build's memory, it reduces as on the host.
+  communicator const world = communicator::borrow(MPI_COMM_WORLD);
+  std::size_t const n = world_size();
+  Kokkos::View<std::int16_t*, device> summed("summed", 3);
+  auto const shorts = Kokkos::create_mirror_view(summed);
+  for (std::size_t i = 0; i < 3; ++i) shorts(i) = static_cast<std::int16_t>(world_rank() + i);
+  Kokkos::deep_copy(summed, shorts);
+  all_reduce(world, summed, reduce_op::sum);
+  Kokkos::deep_copy(shorts, summed);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(shorts(i) == static_cast<std::int16_t>(n * (n - 1) / 2 + n * i));
 }
 
 TEST_CASE("a communicator's policy is shared with its splits and copied by dup", "[comm][staging]") {

@@ -46,7 +46,7 @@ template <class T, class Space>
         return iall_reduce(comm, wide_send, wide_recv, op, when, exec);
       });
   std::size_t const moved = detail::all_reduce_moved(comm, recv.extent(0));
-  if constexpr (detail::nccl_memory<Space>)
+  if constexpr (detail::nccl_reduction<Space, T>)
     if (comm.vendor_collectives())
       return detail::nccl_all_reduce(comm, send.data(), recv.data(), recv.extent(0), op, moved, when, exec);
   int const count = detail::mpi_count(recv.extent(0));
@@ -67,7 +67,7 @@ template <class T, class Space>
       return detail::widened_reduction(Kokkos::View<T*, Space>(), data, exec,
                                        [&](auto, auto wide) { return iall_reduce(comm, wide, op, when, exec); });
   std::size_t const moved = detail::all_reduce_moved(comm, data.extent(0));
-  if constexpr (detail::nccl_memory<Space>)
+  if constexpr (detail::nccl_reduction<Space, T>)
     if (comm.vendor_collectives())
       return detail::nccl_all_reduce(comm, data.data(), data.data(), data.extent(0), op, moved, when, exec);
   int const count = detail::mpi_count(data.extent(0));

@@ -125,6 +125,10 @@ constexpr ncclDataType_t nccl_type() {
 }
 template <class T>
 constexpr bool nccl_reduces = nccl_type<T>() != ncclUint8 || std::is_same_v<T, unsigned char>;
+// Whether a reduction of T on data in Space may go through the vendor's library:
+// the types it reduces; the others (bool, 16-bit integers) reduce through MPI.
+template <class Space, class T>
+inline constexpr bool nccl_reduction = nccl_memory<Space> && nccl_reduces<T>;
 template <class T>
 constexpr std::size_t nccl_elements(std::size_t count) {
   return nccl_type<T>() == ncclUint8 ? count * sizeof(T) : count;
@@ -248,6 +252,8 @@ request nccl_broadcast(communicator const& comm, T* buffer, std::size_t count, i
 
 template <class Space>
 inline constexpr bool nccl_memory = false;
+template <class Space, class T>
+inline constexpr bool nccl_reduction = false;
 
 // Declared for the collectives' calls, which a build without NCCL never makes.
 template <class T, class Exec>

@@ -35,7 +35,7 @@ template <class T, class Space>
       return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
         return ireduce_scatter_v(comm, wide_send, wide_recv, counts, op, when, exec);
       });
-  if constexpr (detail::nccl_memory<Space>)
+  if constexpr (detail::nccl_reduction<Space, T>)
     if (comm.vendor_collectives())
       return detail::nccl_reduce_scatter_v(comm, send.data(), recv.data(), counts, op, when, exec);
   auto const me = static_cast<std::size_t>(comm.rank());
@@ -67,7 +67,7 @@ template <class T, class Space>
       return detail::widened_reduction(send, recv, exec, [&](auto wide_send, auto wide_recv) {
         return ireduce_scatter(comm, wide_send, wide_recv, op, when, exec);
       });
-  if constexpr (detail::nccl_memory<Space>)
+  if constexpr (detail::nccl_reduction<Space, T>)
     if (comm.vendor_collectives())
       return detail::nccl_reduce_scatter_v(
           comm, send.data(), recv.data(),
