@@ -216,23 +216,17 @@ parallel::llama_config config_of(options const& o, llama_type<T> const*) {
 parallel::gpt_description describe(parallel::gpt_config const& c) { return parallel::gpt_description(c); }
 parallel::llama_description describe(parallel::llama_config const& c) { return parallel::llama_description(c); }
 
-// Norms' gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in).
-template <class Config>
-parallel::parameter_source initial_values(Config const& c, std::uint64_t seed) {
-  std::vector<parallel::parameter_spec> declared;
-  for (parallel::stage_description const& s : parallel::stages_on_one_rank(describe(c)))
-    declared.insert(declared.end(), s.parameters.begin(), s.parameters.end());
-  return [seed, declared](std::string const& name) {
-    parallel::parameter_spec const* p = parallel::find_parameter(declared, name);
-    if (p == nullptr) return std::vector<double>{};
-    std::vector<double> v(p->elements(), name.ends_with("_g") ? 1.0 : 0.0);
-    if (name.ends_with("_g") || name.ends_with("_b")) return v;
-    std::vector<std::size_t> const& e = p->extents;
+// Norms' gains 1 and biases 0; the rest uniform with variance 1/(3 fan-in),
+// made shard by shard on each rank's device (no rank builds a whole tensor).
+parallel::parameter_initializer initial_values(std::uint64_t seed) {
+  return [seed](parallel::parameter_spec const& p) {
+    if (p.name.ends_with("_g")) return parallel::initializer::constant(1);
+    if (p.name.ends_with("_b")) return parallel::initializer::constant(0);
+    std::vector<std::size_t> const& e = p.extents;
     double const scale = 1 / std::sqrt(static_cast<double>(e[0] * (e.size() == 3 ? e[1] : 1)));
     std::uint64_t stream = 14695981039346656037ULL;  // FNV-1a of the name
-    for (char ch : name) stream = (stream ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * parallel::counter_random{seed}.uniform(stream, i);
-    return v;
+    for (char ch : p.name) stream = (stream ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+    return parallel::initializer::uniform(scale, seed, stream);
   };
 }
 
@@ -326,7 +320,7 @@ class run {
     auto const parts = parallel::partition_layers(config_.layers, pp * v, parallel::partition_costs(describe(config_)));
     std::deque<Model> chunks;
     for (std::size_t c = 0; c < v; ++c)
-      chunks.emplace_back(stage_, config_, initial_values(config_, o_.seed), parts[c * pp + mesh_.coordinates()[1]]);
+      chunks.emplace_back(stage_, config_, initial_values(o_.seed), parts[c * pp + mesh_.coordinates()[1]]);
     return chunks;
   }
   std::vector<Model*> pointers() {

@@ -56,9 +56,11 @@
 #include "shardmesh/train/memory_report.hpp"
 #include "shardmesh/train/trainer.hpp"
 
+#include "shardmesh/tensor/device_scalar.hpp"
 #include "shardmesh/tensor/distribute.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 #include "shardmesh/tensor/factories.hpp"
 #include "shardmesh/tensor/gather.hpp"
+#include "shardmesh/tensor/generate.hpp"
 #include "shardmesh/tensor/redistribute.hpp"
 #include "shardmesh/tensor/redistributor.hpp"

@@ -6,7 +6,8 @@
 // layouts' shard geometry (uneven shards: hidden 10, vocabulary 50, MLP 18
 // and sequence 5 over dp = 3 or 4). Runs on 2 to 4 ranks (dp = the ranks,
 // and dp = 2 x tp = 2 on 4). The fused gather alone: every member's block
-// whole from each rank's rows, two gathers in flight at once.
+// whole from each rank's rows, two gathers in flight at once. And what the
+// host waits for in a step: one read of the device's results.
 #include "kernel_recording.hpp"
 #include "mpi_test.hpp"
 #include "small_gpt.hpp"
@@ -297,6 +298,39 @@ TEST_CASE(
     writer_fences += sources ? 1 : 0;
   }
   CHECK(writer_fences == 2);
+}
+
+// Where the host waits to read what the device computed: a reduction into
+// a host value or a copy into a host scalar (Kokkos names those fences so),
+// or a read of the library's own (its fence's name ends in "read").
+bool reads_a_result(std::string const& fence) {
+  return fence.starts_with("Kokkos::parallel_reduce: fence") ||
+         fence.starts_with("Kokkos::deep_copy: copy into scalar") ||
+         fence.starts_with("Kokkos::deep_copy: scalar copy") || fence.ends_with(" read");
+}
+
+TEST_CASE("a training step reads from the device once: its loss, counted targets and gradient norm together",
+          "[parallel][data_parallel][synchronisation]") {
+  auto const dp = static_cast<std::size_t>(test::world_size());
+  if (dp < 2) return;
+  for (zero_stage stage : {zero_stage::none, zero_stage::gradients, zero_stage::parameters}) {
+    INFO("ZeRO-" << static_cast<int>(stage));
+    fixture f(dp, 1, 2);
+    trainer_type train(f.model, f.mesh, {.stage = stage, .clip_norm = 0.5});
+    (void)train.step(f.batch);  // the first step makes what later steps reuse
+    std::map<std::string, std::size_t> reads;
+    std::vector<std::string> unnamed;
+    {
+      test::recording const r;
+      (void)train.step(f.batch);
+      for (auto const& e : test::recorded_fences) {
+        if (reads_a_result(e.name)) ++reads[e.name];
+        if (e.name.find("Unnamed") != std::string::npos) unnamed.push_back(e.name);
+      }
+    }
+    CHECK(reads == std::map<std::string, std::size_t>{{"shardmesh::step_scalars: the step's one read", 1}});
+    CHECK(unnamed.empty());  // every other wait says why
+  }
 }
 
 TEST_CASE("ZeRO-1 to 3 with their gathers' copies on a side instance train as on one instance",

@@ -113,8 +113,9 @@ class model_run {
     for (std::size_t a = 0; a < setup_.micro_batches; ++a) {
       interval const part = accounting_.micro_step(a);
       layout const& l = chunks_.front().layouts().ids;
-      micro.push_back(
-          {rows(stage_, l, b.tokens, part, config_.sequence), rows(stage_, l, b.targets, part, config_.sequence)});
+      using memory = typename Model::memory_space;
+      micro.push_back({rows<memory>(stage_, l, b.tokens, part, config_.sequence),
+                       rows<memory>(stage_, l, b.targets, part, config_.sequence)});
     }
     return trainer_->step(micro);
   }

@@ -211,6 +211,44 @@ TEST_CASE("a model written only in the tests trains through the trainer and pipe
   }
 }
 
+TEST_CASE("a Llama made shard by shard from initializers holds exactly what one made from their global values holds",
+          "[parallel][llama]") {
+  lr::config const c = small(2, 2);
+  auto const init = [](parallel::parameter_spec const& p) {
+    if (p.name.ends_with("_g")) return parallel::initializer::constant(1);
+    return parallel::initializer::uniform(0.3, 7, p.name.size() * 1000 + p.extents.size());
+  };
+  auto const global = [&](std::string const& name) {  // the same values, built whole on the host
+    for (auto const& [n, extents] : lr::shapes(c))
+      if (n == name) {
+        parallel::initializer const i = init({name, extents, {}});
+        std::size_t size = 1;
+        for (std::size_t e : extents) size *= e;
+        std::vector<double> v(size);
+        for (std::size_t k = 0; k < size; ++k) v[k] = i(k);
+        return v;
+      }
+    return std::vector<double>{};
+  };
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<mesh_shape> shapes{mesh_shape{{"tp", n}}};
+  if (n % 2 == 0) shapes.push_back(mesh_shape{{"dp", 2}, {"tp", n / 2}});
+  for (mesh_shape const& shape : shapes) {
+    device_mesh const mesh(MPI_COMM_WORLD, shape);
+    model made(mesh, config_of(c), init);
+    model given(mesh, config_of(c), global);
+    std::map<std::string, std::vector<double>> from_given;
+    given.for_each_parameter([&](std::string const& name, auto& p) { from_given[name] = gathered(p.value()); });
+    std::size_t compared = 0;
+    made.for_each_parameter([&](std::string const& name, auto& p) {
+      INFO(name << " on " << to_string(shape).view());
+      CHECK(gathered(p.value()) == from_given.at(name));
+      ++compared;
+    });
+    CHECK(compared == from_given.size());
+  }
+}
+
 TEST_CASE("a Llama of bad sizes is refused with the field named, on every rank, before any work", "[parallel][llama]") {
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
   lr::config const c = small(2, 2);

@@ -172,6 +172,35 @@ pipeline_setup pipelined(parallel::zero_stage stage) {
 
 }  // namespace
 
+namespace {
+
+// Both models in the default execution space's memory (a GPU's in a CUDA or HIP build: tools/test gpu runs the
+// entry parallel.device_training there) train as in host memory, which the tests above hold to the float run and
+// the serial reference: float within the device's order of summation (1e-5 of the losses, 1e-5 absolute on the
+// parameters), bf16 within its rounding (8 bits: 1e-2). Every 4th setup (every one in the full suite).
+template <template <class, class> class Model, class Config>
+void check_device(Config const& config, values const& start, std::size_t samples,
+                  std::function<batch(std::size_t)> const& batch_of) {
+  using device = Kokkos::DefaultExecutionSpace::memory_space;
+  std::vector<pipeline_setup> const setups = setups_of_world();
+  for (std::size_t i = 0; i < setups.size(); i += test::case_stride(4)) {
+    INFO(describe(setups[i]));
+    require_close(train<Model<float, device>>(setups[i], config, start, samples, batch_of, options),
+                  train<Model<float, host>>(setups[i], config, start, samples, batch_of, options), 1e-5);
+    require_close(train<Model<bf16, device>>(setups[i], config, start, samples, batch_of, options),
+                  train<Model<bf16, host>>(setups[i], config, start, samples, batch_of, options), 1e-2, 1e-2);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("both models train in the default execution space's memory as in host memory, in float and bf16",
+          "[precision][device]") {
+  check_device<parallel::gpt>(gpt_config(), test::by_name(gpt_sizes, ref::init_parameters(gpt_sizes, 5)), gpt_sizes.B,
+                              gpt_batch);
+  check_device<parallel::llama>(llama_config(), lr::init(llama_sizes, 5), llama_sizes.B, llama_batch);
+}
+
 TEST_CASE("fp16: an overflow on one rank of one stage skips the step everywhere; the scale backs off and grows back",
           "[precision][scaling]") {
   using model = parallel::gpt<fp16, host>;

@@ -1,6 +1,7 @@
 // What a research code reaches for beside redistribution, on 1 to 4 ranks
 // ([tensor]): tensors made from a layout (every layout kind, uneven, cyclic,
-// partial), the blocks a rank owns with their global offsets, typed errors
+// partial; generated from global indices on the device), the blocks a
+// rank owns with their global offsets, typed errors
 // from a moved-from tensor in every operation, results that never alias
 // their input, complex elements of either library, and a transition's bytes
 // known before it runs. And the debug mode for collectives
@@ -115,6 +116,36 @@ TEST_CASE("factories take braces, constant layouts, and refuse a bad layout on e
                          Catch::Matchers::MessageMatches(StartsWith("f64[4,4]: zeros: dimension 0 is sharded on axis "
                                                                     "\"y\", which the mesh lacks")));
   REQUIRE_THROWS_AS(full<double>(device_mesh{}, rows, {4, 4}, 1.0), invalid_mesh_error);
+}
+
+TEST_CASE("generate makes the elements a rank holds from their global indices, in the default space's memory",
+          "[tensor][factories]") {
+  for (mesh_shape const& shape : meshes()) {
+    device_mesh const mesh(MPI_COMM_WORLD, shape);
+    for (layout const& l : layouts())
+      for (std::array<std::size_t, 2> const global : std::vector<std::array<std::size_t, 2>>{{5, 7}, {1, 3}}) {
+        INFO(to_string(l).view() << " on " << to_string(shape).view() << ", " << global[0] << "x" << global[1]);
+        auto const x = generate<double>(mesh, l, global, KOKKOS_LAMBDA(std::size_t i) { return 0.5 + 2.0 * i; });
+        REQUIRE(x.layout() == l);
+        auto const back = gather(x);  // partial layouts reduced: each value once
+        for (std::size_t i = 0; i < global[0]; ++i)
+          for (std::size_t j = 0; j < global[1]; ++j)
+            REQUIRE(back(i, j) == 0.5 + 2.0 * static_cast<double>(i * global[1] + j));
+      }
+    // Three dimensions, one dealt cyclically, converted to the element type.
+    std::array<std::size_t, 3> const extents{2, 3, 5};
+    auto const y = generate<float>(
+        mesh, layout{replicated, shard("a"), cyclic(2, "b")}, extents,
+        KOKKOS_LAMBDA(std::size_t i) { return static_cast<double>(i) / 4; });
+    auto const all = gather(y);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 5; ++k) REQUIRE(all(i, j, k) == static_cast<float>((15 * i + 5 * j + k) / 4.0));
+  }
+  REQUIRE_THROWS_AS(
+      generate<double>(
+          device_mesh{}, layout{replicated}, std::array<std::size_t, 1>{4}, KOKKOS_LAMBDA(std::size_t) { return 0.0; }),
+      invalid_mesh_error);
 }
 
 TEST_CASE("owned blocks carry the global indices of the values a rank holds", "[tensor][factories]") {

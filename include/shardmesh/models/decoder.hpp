@@ -26,6 +26,8 @@
 //   };
 //
 //   decoder<my_architecture, float> model(mesh, config, [&](std::string const& name) { return values[name]; });
+//   // or made shard by shard on the device (nn/initializer.hpp):
+//   decoder<my_architecture, float> model(mesh, config, [](parameter_spec const& p) { return initializer{...}; });
 //   auto f = model.forward(ids, targets);   // loss, logits
 //   model.backward();                        // gradients in each parameter
 //
@@ -46,6 +48,7 @@
 #include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/strategy/layer_partition.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
+#include "shardmesh/tensor/device_scalar.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -78,7 +81,7 @@ class decoder {
 
   // The whole model, or the part a pipeline chunk holds. Parameters are
   // named and stages numbered as in the whole model.
-  decoder(device_mesh const& mesh, config_type const& config, parameter_source const& values, model_part part = {})
+  decoder(device_mesh const& mesh, config_type const& config, parameter_values const& values, model_part part = {})
       : mesh_(mesh), config_(checked(config)), layouts_(mesh.shape(), config.sequence_parallel), part_(part) {
     auto const& c = config;
     part_.last = std::min(part_.last, c.layers);
@@ -136,8 +139,8 @@ class decoder {
   // previous part's output) to the loss and logits (a part with the head)
   // or its output.
   struct chunk_output {
-    std::optional<accumulation_t<T>> loss;
-    activation y;  // the logits, or the output
+    std::optional<device_scalar<accumulation_t<T>, MemorySpace>> loss;  // read by the host only when asked
+    activation y;                                                       // the logits, or the output
   };
   chunk_output forward_chunk(ids_tensor const* ids, activation x, ids_tensor const* targets, double count,
                              exec_type const& exec = {}) {

@@ -1,13 +1,16 @@
 #pragma once
 // A stage's parameters made from their declarations (model_description.hpp:
-// name, global extents, layout on the stage mesh) and their global values,
-// taken by name by the layers that hold them: a model declares each
-// parameter once, and the planner reads the same declaration.
+// name, global extents, layout on the stage mesh) and their values, taken by
+// name by the layers that hold them: a model declares each parameter once,
+// and the planner reads the same declaration. The values come from a
+// parameter_source (the global tensor, built on every rank's host) or a
+// parameter_initializer (made shard by shard on the device, nn/initializer.hpp).
 //
 //   declared_parameters<float, Kokkos::HostSpace> p(mesh, declarations, values);
 //   parameter<float, 2, Kokkos::HostSpace> w = p.take<2>("h0.w1");
 
 #include "shardmesh/errors.hpp"
+#include "shardmesh/nn/initializer.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
@@ -18,17 +21,21 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace shardmesh::parallel {
 
 // Global parameter values by name ("wte", "h0.wq", ...), row-major, the same on every rank.
 using parameter_source = std::function<std::vector<double>(std::string const& name)>;
+// How each declared parameter's elements are made, on the device.
+using parameter_initializer = std::function<initializer(parameter_spec const&)>;
+using parameter_values = std::variant<parameter_source, parameter_initializer>;
 
 template <class T, class MemorySpace>
 class declared_parameters {
  public:
-  declared_parameters(device_mesh mesh, std::vector<parameter_spec> declared, parameter_source values)
+  declared_parameters(device_mesh mesh, std::vector<parameter_spec> declared, parameter_values values)
       : mesh_(std::move(mesh)), declared_(std::move(declared)), values_(std::move(values)) {}
 
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
@@ -44,13 +51,15 @@ class declared_parameters {
                                  std::to_string(Rank));
     std::array<std::size_t, Rank> extents{};
     std::copy(it->extents.begin(), it->extents.end(), extents.begin());
-    return {name, mesh_, it->placement, extents, values_(name)};
+    if (auto const* source = std::get_if<parameter_source>(&values_))
+      return {name, mesh_, it->placement, extents, (*source)(name)};
+    return {name, mesh_, it->placement, extents, std::get<parameter_initializer>(values_)(*it)};
   }
 
  private:
   device_mesh mesh_;
   std::vector<parameter_spec> declared_;
-  parameter_source values_;
+  parameter_values values_;
 };
 
 }  // namespace shardmesh::parallel

@@ -19,6 +19,7 @@
 // still adds in float and rounds once.
 
 #include "shardmesh/algebra/plan_traffic.hpp"
+#include "shardmesh/nn/initializer.hpp"
 #include "shardmesh/ops/detail/result_pool.hpp"
 #include "shardmesh/ops/layer_support.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
@@ -27,6 +28,7 @@
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/tensor/distribute.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/tensor/generate.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -54,21 +56,12 @@ class parameter {
   // Distributes the global values (row-major, on every rank) in layout l.
   parameter(std::string name, device_mesh const& mesh, layout const& l, extents_type const& extents,
             std::span<double const> values)
-      : name_(std::move(name)), mesh_(mesh) {
-    using host_view =
-        Kokkos::View<typename shardmesh::detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
-    tensor_index e{};
-    for (std::size_t d = 0; d < Rank; ++d) e[d] = extents[d];
-    auto global = shardmesh::detail::allocate<host_view>(name_, e);
-    if (values.size() != global.size())
-      throw mismatched_tensor_error("parameter " + name_ + ": " + std::to_string(values.size()) + " values for " +
-                                    std::to_string(global.size()) + " elements");
-    for (std::size_t i = 0; i < values.size(); ++i) global.data()[i] = static_cast<T>(values[i]);
-    value_ = distribute<MemorySpace>(mesh, l, global);
-    compute_ = value_.bound();
-    accumulate_ = compute_;
-    stored_entry_ = mesh.track(memory_category::parameters, value_.local().size() * sizeof(T));
-  }
+      : parameter(name, distributed(name, mesh, l, extents, values)) {}
+  // Made shard by shard on the device: each rank computes the elements it
+  // holds (nn/initializer.hpp); the same values as from a source of init's.
+  parameter(std::string name, device_mesh const& mesh, layout const& l, extents_type const& extents,
+            initializer const& init)
+      : parameter(std::move(name), generate<T, MemorySpace>(mesh, l, extents, init)) {}
 
   [[nodiscard]] std::string const& name() const { return name_; }
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
@@ -242,6 +235,26 @@ class parameter {
   }
 
  private:
+  parameter(std::string name, tensor value) : name_(std::move(name)), mesh_(value.mesh()), value_(std::move(value)) {
+    compute_ = value_.bound();
+    accumulate_ = compute_;
+    stored_entry_ = mesh_.track(memory_category::parameters, value_.local().size() * sizeof(T));
+  }
+
+  static tensor distributed(std::string const& name, device_mesh const& mesh, layout const& l,
+                            extents_type const& extents, std::span<double const> values) {
+    using host_view =
+        Kokkos::View<typename shardmesh::detail::view_data<T, Rank>::type, Kokkos::LayoutRight, Kokkos::HostSpace>;
+    tensor_index e{};
+    for (std::size_t d = 0; d < Rank; ++d) e[d] = extents[d];
+    auto global = shardmesh::detail::allocate<host_view>(name, e);
+    if (values.size() != global.size())
+      throw mismatched_tensor_error("parameter " + name + ": " + std::to_string(values.size()) + " values for " +
+                                    std::to_string(global.size()) + " elements");
+    for (std::size_t i = 0; i < values.size(); ++i) global.data()[i] = static_cast<T>(values[i]);
+    return distribute<MemorySpace>(mesh, l, global);
+  }
+
   // A copy of x's shard in memory of its own (not from the result pool:
   // it outlives the step).
   static tensor copy_of(tensor const& x, exec_type const& exec) {

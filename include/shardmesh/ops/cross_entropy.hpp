@@ -18,6 +18,7 @@
 #include "shardmesh/ops/local/cross_entropy.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/reduction.hpp"
+#include "shardmesh/tensor/device_scalar.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -26,10 +27,11 @@
 namespace shardmesh::ops {
 
 // The loss, the sums and the scale in accumulation_t<T> (float for bf16 and fp16 logits).
+// The loss stays in MemorySpace until read (tensor/device_scalar.hpp).
 template <class T, std::size_t Rank, class MemorySpace>
 struct cross_entropy_result {
   using accumulation = accumulation_t<T>;
-  accumulation loss;
+  device_scalar<accumulation, MemorySpace> loss;
   // For backward: the logits as used, each row's max and sum of exponentials, the targets.
   dynamic_dtensor<T, Rank, MemorySpace> logits;
   dynamic_dtensor<accumulation, Rank - 1, MemorySpace> max, sum_exp;
@@ -50,7 +52,8 @@ std::size_t class_offset(dynamic_dtensor<T, Rank, MemorySpace> const& x) {
 
 }  // namespace detail
 
-// count: the number of rows the loss averages over (0: the rows whose target is not negative).
+// count: the number of rows the loss averages over (0: the rows whose target
+// is not negative, which the host then reads; a count given reads nothing).
 template <class T, std::size_t Rank, class MemorySpace>
 [[nodiscard]] cross_entropy_result<T, Rank, MemorySpace> cross_entropy(
     dynamic_dtensor<T, Rank, MemorySpace> const& logits, dynamic_dtensor<int, Rank - 1, MemorySpace> const& targets,
@@ -94,19 +97,27 @@ template <class T, std::size_t Rank, class MemorySpace>
   Kokkos::parallel_for(
       "shardmesh::cross_entropy_rows", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
       KOKKOS_LAMBDA(std::size_t i) { lv(i) = tv(i) < 0 ? A(0) : Kokkos::log(sv(i)) + mv(i) - pv(i); });
-  // The loss summed over every row and the rows that count, in one all-reduce.
-  Kokkos::View<double*, Kokkos::HostSpace> sums("shardmesh::cross_entropy", 2);
+  // The loss summed over every row and the rows that count, in one all-reduce, in MemorySpace.
+  Kokkos::View<double*, MemorySpace> sums("shardmesh::cross_entropy", 2);
   Kokkos::parallel_reduce(
       "shardmesh::cross_entropy_sum", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, lv.size()),
-      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += static_cast<double>(lv(i)); }, sums(0));
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += static_cast<double>(lv(i)); }, Kokkos::subview(sums, 0));
   Kokkos::parallel_reduce(
       "shardmesh::cross_entropy_count", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, tv.size()),
-      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += tv(i) < 0 ? 0.0 : 1.0; }, sums(1));
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += tv(i) < 0 ? 0.0 : 1.0; }, Kokkos::subview(sums, 1));
   axis_set const axes = sharding_axes(loss_rows.bound());
-  if (!axes.empty()) all_reduce(x.mesh().group(axes), sums, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
-  double const averaged = count > 0 ? count : sums(1);
+  if (!axes.empty()) all_reduce(x.mesh().group(axes), sums, reduce_op::sum, exec);
+  double averaged = count;
+  if (count <= 0) {  // the host reads the rows that count
+    Kokkos::deep_copy(exec, averaged, Kokkos::subview(sums, 1));
+    exec.fence("shardmesh::cross_entropy: the rows that count, read");
+  }
   A const scale = static_cast<A>(averaged > 0 ? 1.0 / averaged : 0.0);
-  return {static_cast<A>(sums(0)) * scale, x, max, s, t, scale};
+  typename device_scalar<A, MemorySpace>::view_type loss("shardmesh::cross_entropy_loss");
+  Kokkos::parallel_for(
+      "shardmesh::cross_entropy_loss", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, 1),
+      KOKKOS_LAMBDA(int) { loss() = static_cast<A>(sums(0)) * scale; });
+  return {device_scalar<A, MemorySpace>(loss), x, max, s, t, scale};
 }
 
 // d(loss)/d(logits), in the layout the forward used, times dloss.

@@ -17,7 +17,9 @@
 //              new tensor, of what crosses a chunk boundary for a micro-batch
 //   compute    forward_chunk(ids*, x, targets*, count, exec) -> {loss, y}
 //              (loss: a std::optional, set by the chunk holding the last
-//              stage, averaged over `count` targets); backward_chunk(dy,
+//              stage, averaged over `count` targets: a number, or a
+//              device_scalar, which the trainer adds up without reading
+//              it on the host); backward_chunk(dy,
 //              exec) -> the input's gradient; parameter gradients accumulate
 //   saved      take_saved() and restore_saved(saved_activations)
 //   trace      trace(trace_hook): the hook called around every stage

@@ -13,11 +13,14 @@
 // starts as soon as the bucket's last gradient exists, and is advanced
 // between stages (MPI progresses non-blocking collectives only inside its
 // calls, which the trainer makes between stages and, through the mesh's
-// progress hook, after every product); all complete before the optimizer step. The loss of every
-// micro-batch is normalised by the number of target tokens of the whole
-// step that are not padding (a negative target), agreed on by every rank
-// before the first forward, so the update does not depend on how the batch
-// was split. Then the gradient is
+// progress hook, after every product); all complete before the optimizer step. The step's
+// loss is the mean over its target tokens that are not padding (a negative
+// target), whatever the split into micro-batches. The host reads one thing
+// per step, after the reductions (train/detail/step_scalars.hpp): the loss,
+// the counted targets and the gradients' sum of squares, summed over the
+// mesh on the device. So the forward averages over every target position
+// of the step, a number the host knows, and the update rescales by
+// positions / counted (1 without padding). Then the gradient is
 // clipped by its global norm (every element of every parameter counted
 // once, whatever its layout) and the optimizer updates each rank's block
 // of the state (optimizer.hpp); with ZeRO-1 and 2, each rank updates its
@@ -50,6 +53,7 @@
 // run in float (nn/parameter.hpp). An fp16 model's loss is scaled
 // (loss_scaling): a step that overflows is skipped on every rank.
 
+#include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/comm/all_gather.hpp"
 #include "shardmesh/comm/all_reduce.hpp"
 #include "shardmesh/comm/barrier.hpp"
@@ -67,6 +71,7 @@
 #include "shardmesh/train/detail/fused_gather.hpp"
 #include "shardmesh/train/detail/gradient_bucket.hpp"
 #include "shardmesh/train/detail/stage_transfers.hpp"
+#include "shardmesh/train/detail/step_scalars.hpp"
 #include "shardmesh/train/detail/trainable.hpp"
 #include "shardmesh/train/memory_report.hpp"
 #include "shardmesh/train/model_contract.hpp"
@@ -145,18 +150,21 @@ struct training_options {
 
 namespace detail {
 
-// The targets that are not padding, over every rank (the same on each).
+// This rank's targets that are not padding, into `out` (nothing waits).
 template <class MemorySpace>
-double counted_targets(dynamic_dtensor<int, 2, MemorySpace> const& targets,
-                       execution_space_of<MemorySpace> const& exec) {
+void count_targets(dynamic_dtensor<int, 2, MemorySpace> const& targets,
+                   typename step_scalars<MemorySpace>::slot const& out, execution_space_of<MemorySpace> const& exec) {
   auto const t = ops::local::flat(targets.local());
-  double local = 0;
   Kokkos::parallel_reduce(
       "shardmesh::counted_targets", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, t.size()),
-      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += t(i) < 0 ? 0.0 : 1.0; }, local);
-  axis_set const axes = sharding_axes(targets.bound());
-  if (axes.empty()) return local;
-  return all_reduce_value(targets.mesh().group(axes), local, reduce_op::sum);
+      KOKKOS_LAMBDA(std::size_t i, double& acc) { acc += t(i) < 0 ? 0.0 : 1.0; }, out);
+}
+
+// How many ranks of a mesh of `ranks` hold each target: its copies on the
+// axes of its mesh that do not shard it, and on the pipeline's stages.
+template <class MemorySpace>
+double target_copies(dynamic_dtensor<int, 2, MemorySpace> const& targets, std::size_t ranks) {
+  return static_cast<double>(ranks / group_size(targets.mesh().shape(), sharding_axes(targets.bound())));
 }
 
 }  // namespace detail
@@ -294,18 +302,20 @@ class trainer {
     if (!std::isfinite(lr_factor) || lr_factor < 0)  // a function of the step alone: the same on every rank
       throw invalid_option_error("training: the learning-rate schedule gives " + std::to_string(lr_factor) +
                                  " at update " + std::to_string(steps_ + 1) + ", not a finite factor of at least 0");
-    double tokens = 0;
-    for (micro_batch const& m : batch) tokens += detail::counted_targets(m.targets, exec);
-    if (tokens == 0) throw invalid_batch_error("training: every target of the step is padding");
+    double positions = 0;  // every target position of the step, padding included
+    for (micro_batch const& m : batch)
+      positions += static_cast<double>(m.targets.global_extents()[0] * m.targets.global_extents()[1]);
     prepare_schedule(batch.size());
     step_result r;
     exec_ = exec;
+    scalars_.begin(batch.size(), parameters_.size(), exec);
+    for (std::size_t m = 0; m < batch.size(); ++m) detail::count_targets(batch[m].targets, scalars_.counted(m), exec);
     // Between the model's products too, not only between its stages (runtime/progress.hpp).
     progress_hook& hook = stage_mesh_.state<progress_hook>();
     hook.set([this] { advance(); });
     memory_phases phases(mesh_.ledger(), {"forward", "backward", "reduction", "update"});
     double const loss_scale = this->loss_scale();  // the loss averages over tokens / scale: gradients times scale
-    r.loss = run_schedule(batch, tokens / loss_scale, phases, exec) / loss_scale;
+    run_schedule(batch, positions / loss_scale, phases, exec);
     phases.begin();
     auto const reducing = std::chrono::steady_clock::now();
     reduce(exec);
@@ -313,7 +323,20 @@ class trainer {
     r.reduction_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - reducing).count();
     phases.end(2);
     phases.begin();
-    r.grad_norm = global_norm(exec) / loss_scale;  // the same on every rank
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+      parameters_[i]->counted_sum_of_squares(exec, scalars_.squares(i));
+    auto const totals = scalars_.read(mesh_.comm(), exec);  // the same on every rank
+    double counted = 0;
+    for (std::size_t m = 0; m < batch.size(); ++m)
+      counted += totals.counted[m] / detail::target_copies(batch[m].targets, mesh_.comm().size());
+    if (counted == 0) {
+      for (auto& p : parameters_) p->zero_grad();
+      phases.end(3);
+      throw invalid_batch_error("training: every target of the step is padding");
+    }
+    double const rescale = positions / counted / loss_scale;  // the gradients' factor to the mean's
+    r.loss = totals.loss * rescale;
+    r.grad_norm = std::sqrt(totals.squares) * rescale;
     r.skipped = scaled() && !std::isfinite(r.grad_norm);
     if (r.skipped) {
       for (auto& p : parameters_) p->zero_grad();
@@ -321,7 +344,7 @@ class trainer {
       double const clip =
           options_.clip_norm > 0 && r.grad_norm > options_.clip_norm ? options_.clip_norm / (r.grad_norm + 1e-6) : 1.0;
       ++steps_;
-      update(lr_factor, clip / loss_scale, exec);
+      update(lr_factor, clip * rescale, exec);
     }
     adjust_loss_scale(r.skipped);
     phases.end(3);
@@ -579,8 +602,8 @@ class trainer {
         last_gradient_[list[k].chunk] = k;
   }
 
-  // Runs this stage's actions of the schedule; the step's loss (summed over the stages).
-  double run_schedule(std::span<micro_batch const> batch, double tokens, memory_phases& phases, exec_type const& exec) {
+  // Runs this stage's actions of the schedule; the loss goes to scalars_.
+  void run_schedule(std::span<micro_batch const> batch, double tokens, memory_phases& phases, exec_type const& exec) {
     std::size_t const v = chunks_.size(), V = stages() * v, s = stage();
     std::vector<in_flight> state(batch.size() * v);
     auto const at = [&](pipeline_action const& a) -> in_flight& { return state[a.micro * v + a.chunk]; };
@@ -593,7 +616,6 @@ class trainer {
     if (options_.timeline) barrier(mesh_.comm());
     auto const start = clock::now();
     auto const seconds = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
-    double loss = 0;
     auto const& list = schedule_.actions[s];
     for (std::size_t k = 0; k < list.size(); ++k) {
       pipeline_action const& a = list[k];
@@ -616,7 +638,7 @@ class trainer {
           phases.begin();
           auto out = chunk.forward_chunk(&batch[a.micro].ids, std::exchange(f.input, {}), &batch[a.micro].targets,
                                          tokens, exec);
-          if (out.loss) loss += static_cast<double>(*out.loss);
+          if (out.loss && stage_mesh_.comm().rank() == 0) scalars_.add_loss(*out.loss, exec);
           if (vs + 1 < V) f.output = boundary(chunk, std::move(out.y), exec);
           out.y = {};
           f.saved = chunk.take_saved();
@@ -653,8 +675,6 @@ class trainer {
     last_unit_ = next_unit_ = npos;
     transfers.finish();
     transfers_ = nullptr;
-    if (stages() == 1) return loss;
-    return all_reduce_value(pp, loss, reduce_op::sum);  // only the last stage has a loss
   }
 
   // The ledger counts what the stage keeps for the backward of the
@@ -714,14 +734,6 @@ class trainer {
     }
   }
 
-  // sqrt of the sum of squares of every gradient element, each counted once
-  // (over every stage: each holds its own parameters).
-  double global_norm(exec_type const& exec) {
-    double squares = 0;
-    for (auto& p : parameters_) squares += p->counted_sum_of_squares(exec);
-    return std::sqrt(all_reduce_value(mesh_.comm(), squares, reduce_op::sum));
-  }
-
   std::vector<Model*> chunks_;
   device_mesh mesh_, stage_mesh_;
   training_options options_;
@@ -740,6 +752,7 @@ class trainer {
   bool gradients_complete_ = false;                     // in the backward that completes a chunk's gradients
   detail::stage_transfers<activation>* transfers_ = nullptr;
   std::vector<timed_action> timeline_;
+  detail::step_scalars<memory_space> scalars_;
   std::size_t steps_ = 0;
   double loss_scale_ = options_.scaling.initial;
   std::size_t good_steps_ = 0;  // steps since the loss scale last changed or a step was skipped

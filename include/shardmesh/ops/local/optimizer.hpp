@@ -37,14 +37,15 @@ void apply_update(ExecSpace const& exec, Step const& step, P const& p, G const& 
       });
 }
 
-// The sum of x(i)^2, accumulated in double. Eight elements at a time,
-// summed as a tree: one running sum would make every element wait for
-// the previous one's addition (the global norm reads every gradient).
-template <class ExecSpace, local_view<1, ExecSpace> X>
-[[nodiscard]] double sum_of_squares(ExecSpace const& exec, X const& x) {
+// The sum of x(i)^2, accumulated in double, into `out` (a 0-d View the
+// kernel writes: nothing waits for it). Eight elements at a time, summed as
+// a tree: one running sum would make every element wait for the previous
+// one's addition (the global norm reads every gradient).
+template <class ExecSpace, local_view<1, ExecSpace> X, class Out>
+void sum_of_squares(ExecSpace const& exec, X const& x, Out const& out) {
+  static_assert(Kokkos::is_view_v<Out> && Out::rank == 0, "sum_of_squares: the result is a 0-d View");
   constexpr std::size_t lanes = 8;
   std::size_t const n = x.size();
-  double out = 0;
   Kokkos::parallel_reduce(
       "shardmesh::sum_of_squares", detail::elements(exec, (n + lanes - 1) / lanes),
       KOKKOS_LAMBDA(std::size_t block, double& acc) {
@@ -59,7 +60,6 @@ template <class ExecSpace, local_view<1, ExecSpace> X>
         acc += squares[0];
       },
       out);
-  return out;
 }
 
 }  // namespace shardmesh::ops::local

@@ -7,7 +7,8 @@
 //
 // start() packs this rank's part of each member into a send buffer and
 // posts MPI's all-gather into a rank-major receive buffer; finish() waits
-// and copies each rank's part of each member into the member's block. Both
+// and copies each rank's part of each member into the member's block (one
+// kernel each, train/detail/block_copy.hpp). Both
 // buffers are leased from the mesh's workspace for the time in between (so
 // two gathers in flight hold two pairs, and none holds any between steps).
 // The copies run on the instance given (the trainer's side instance,
@@ -17,6 +18,7 @@
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/runtime/workspace.hpp"
+#include "shardmesh/train/detail/block_copy.hpp"
 #include "shardmesh/train/detail/dp_parts.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -57,14 +59,16 @@ class fused_gather {
     flat_view const send = Kokkos::subview(all, std::pair(std::size_t{0}, counts[me_]));
     recv_ = Kokkos::subview(all, std::pair(counts[me_], counts[me_] + total));
     written_on.fence("shardmesh::fused_gather: its sources written");
+    blocks_.clear();
     std::size_t at = 0;
     for (std::size_t m = 0; m < sources.size(); ++m) {
       auto const [begin, end] = parts_.part(m, me_);
       if (sources[m].size() != end - begin || targets[m].size() != parts_.elements(m))
         throw std::logic_error("fused gather: a member's source or target has another size than its rows");
-      if (end > begin) Kokkos::deep_copy(exec, Kokkos::subview(send, std::pair(at, at + end - begin)), sources[m]);
+      blocks_.add(at, end - begin, sources[m].data(), nullptr);
       at += end - begin;
     }
+    blocks_.pack(exec, send);
     targets_ = std::move(targets);
     exec.fence("shardmesh::fused_gather: packed before MPI reads it");
     pending_.emplace(iall_gather_v(*group_, send, recv_, counts, completion::deferred, exec));
@@ -81,15 +85,15 @@ class fused_gather {
     if (!pending_) throw std::logic_error("fused gather: finish() without start()");
     pending_->wait();
     pending_.reset();
+    blocks_.clear();
     std::size_t at = 0;
     for (std::size_t q = 0; q < parts_.ranks(); ++q)
       for (std::size_t m = 0; m < targets_.size(); ++m) {
         auto const [begin, end] = parts_.part(m, q);
-        if (end > begin)
-          Kokkos::deep_copy(exec, Kokkos::subview(targets_[m], std::pair(begin, end)),
-                            Kokkos::subview(recv_, std::pair(at, at + end - begin)));
+        blocks_.add(at, end - begin, targets_[m].data() + begin, nullptr);
         at += end - begin;
       }
+    blocks_.unpack(exec, recv_);
     exec.fence("shardmesh::fused_gather: unpacked");
     targets_.clear();
     recv_ = {};
@@ -105,6 +109,7 @@ class fused_gather {
   flat_view recv_;
   std::vector<flat_view> targets_;
   std::optional<request> pending_;
+  block_copy<T, T, MemorySpace> blocks_;  // the pack, then the unpack
 };
 
 }  // namespace shardmesh::parallel::detail

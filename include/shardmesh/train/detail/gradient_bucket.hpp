@@ -27,11 +27,11 @@
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/comm/request.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"
-#include "shardmesh/ops/local/elementwise.hpp"
 #include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/memory_ledger.hpp"
 #include "shardmesh/strategy/precision.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
+#include "shardmesh/train/detail/block_copy.hpp"
 #include "shardmesh/train/detail/dp_parts.hpp"
 #include "shardmesh/train/detail/trainable.hpp"
 
@@ -42,7 +42,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -110,24 +109,25 @@ class gradient_bucket {
   }
   [[nodiscard]] bool started() const { return pending_.has_value() || ring_.has_value(); }
 
-  // Packs the members' accumulated gradients (then drops them) and posts
-  // the collective.
+  // Packs the members' accumulated gradients (one kernel), drops them and
+  // posts the collective.
   void start(exec_type const& exec) {
+    blocks_.clear();
     std::size_t at = 0;
     for (std::size_t q = 0; q < n_; ++q)
       for (std::size_t m = 0; m < members_.size(); ++m) {
         grad_block const block = members_[m]->accumulated();
         std::pair<std::size_t, std::size_t> const rows = part(block.size(), m, q);
-        auto const into = std::pair(at, at + (rows.second - rows.first));
-        if (narrow())
-          copy(exec, block, rows, Kokkos::subview(narrow_send_, into));
-        else
-          copy(exec, block, rows, Kokkos::subview(send_, into));
-        at = into.second;
+        add_block(at, rows.second - rows.first, block, rows.first);
+        at += rows.second - rows.first;
       }
+    if (narrow())
+      blocks_.pack(exec, narrow_send_);
+    else
+      blocks_.pack(exec, send_);
+    exec.fence("shardmesh::gradient_bucket");  // packed: MPI may read it, the gradients may go
     for (member* m : members_) m->zero_grad();
     if (narrow()) {
-      exec.fence("shardmesh::gradient_bucket");
       constexpr auto rounded = sixteen_bit_sum::per_message;
       if (kind_ == step_kind::all_reduce)
         pending_.emplace(iall_reduce(*group_, narrow_send_, reduce_op::sum, completion::deferred, exec, rounded));
@@ -136,7 +136,6 @@ class gradient_bucket {
                                            completion::deferred, exec, rounded));
       return;
     }
-    exec.fence("shardmesh::gradient_bucket");
     collective_tuning& tuning = members_.front()->mesh().template state<collective_tuning>();
     if (kind_ == step_kind::all_reduce)
       pending_.emplace(iall_reduce(*group_, send_, reduce_op::sum, completion::deferred, exec));
@@ -160,16 +159,17 @@ class gradient_bucket {
     pending_.reset();
     ring_.reset();
     bool const in_place = kind_ == step_kind::all_reduce;
+    blocks_.clear();
     std::size_t at = 0;
     for (member* m : members_) {
       grad_block const to = m->new_reduced();
-      auto const rows = std::pair(at, at + to.size());
-      if (narrow())
-        copy(exec, Kokkos::subview(in_place ? narrow_send_ : narrow_recv_, rows), to);
-      else
-        copy(exec, Kokkos::subview(in_place ? send_ : recv_, rows), to);
-      at = rows.second;
+      add_block(at, to.size(), to, 0);
+      at += to.size();
     }
+    if (narrow())
+      blocks_.unpack(exec, in_place ? narrow_send_ : narrow_recv_);
+    else
+      blocks_.unpack(exec, in_place ? send_ : recv_);
     exec.fence("shardmesh::gradient_bucket");
   }
 
@@ -206,31 +206,12 @@ class gradient_bucket {
   using narrow_view = Kokkos::View<bf16*, MemorySpace>;
   [[nodiscard]] bool narrow() const { return narrow_; }
 
-  // Elements `rows` of a member's block into `to`, converted to the buffer's type where it differs.
-  template <class Buffer>
-  static void copy(exec_type const& exec, grad_block const& from, std::pair<std::size_t, std::size_t> rows,
-                   Buffer const& to) {
-    if (from.in_value_type)
-      copy(exec, Kokkos::subview(from.narrow, rows), to);
+  // The buffer's elements [at, at + size) and a block's from `first` on.
+  void add_block(std::size_t at, std::size_t size, grad_block const& block, std::size_t first) {
+    if (block.in_value_type)
+      blocks_.add(at, size, nullptr, block.narrow.data() + first);
     else
-      copy(exec, Kokkos::subview(from.wide, rows), to);
-  }
-  // A buffer's elements into a member's new block.
-  template <class Buffer>
-  static void copy(exec_type const& exec, Buffer const& from, grad_block const& to) {
-    if (to.in_value_type)
-      copy(exec, from, to.narrow);
-    else
-      copy(exec, from, to.wide);
-  }
-  template <class From, class To>
-    requires Kokkos::is_view_v<From> && Kokkos::is_view_v<To>
-  static void copy(exec_type const& exec, From const& from, To const& to) {
-    if (from.size() == 0) return;
-    if constexpr (std::is_same_v<typename From::non_const_value_type, typename To::non_const_value_type>)
-      Kokkos::deep_copy(exec, to, from);
-    else
-      ops::local::convert(exec, from, to);
+      blocks_.add(at, size, block.wide.data() + first, nullptr);
   }
 
   std::vector<member*> members_;
@@ -245,6 +226,7 @@ class gradient_bucket {
   ledger_entry buffers_;
   std::optional<request> pending_;
   std::optional<ring_reduce_scatter<G, MemorySpace>> ring_;
+  block_copy<G, T, MemorySpace> blocks_;
 };
 
 }  // namespace shardmesh::parallel::detail

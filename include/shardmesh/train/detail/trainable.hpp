@@ -29,6 +29,7 @@ class trainable {
   using grad_type = accumulation_t<T>;
   using grad_view = Kokkos::View<grad_type*, MemorySpace>;  // gradients
   using exec_type = execution_space_of<MemorySpace>;
+  using sum_slot = Kokkos::View<double, MemorySpace, Kokkos::MemoryUnmanaged>;  // one number a kernel writes
 
   // A gradient's local block, flat, in the type the parameter keeps it in:
   // grad_type, or T (nn/parameter.hpp: keep_grad_in_value_type).
@@ -72,9 +73,10 @@ class trainable {
   virtual void reduce(exec_type const& exec) = 0;
   virtual void zero_grad() = 0;
   // The sum of squares of the reduced gradient's elements that this rank
-  // counts: its block when it is the first of the ranks holding that block
-  // (coordinate 0 on every axis the reduced layout does not shard), else 0.
-  [[nodiscard]] virtual double counted_sum_of_squares(exec_type const& exec) const = 0;
+  // counts, written into `out` on exec: its block when it is the first of
+  // the ranks holding that block (coordinate 0 on every axis the reduced
+  // layout does not shard), else 0.
+  virtual void counted_sum_of_squares(exec_type const& exec, sum_slot out) const = 0;
   virtual void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) = 0;
   // ZeRO-1 and 2 (the value stored in the compute layout, the state in the
   // sharded one): the update of this rank's elements [rows.first,
@@ -154,9 +156,9 @@ class trainable_parameter final : public trainable<T, MemorySpace> {
     p_->with_grad([&](auto const& g) { p_->replace_grad(ops::detail::to_layout(g, this->layouts().reduced, exec)); });
   }
   void zero_grad() override { p_->zero_grad(); }
-  [[nodiscard]] double counted_sum_of_squares(exec_type const& exec) const override {
-    if (!this->counts_its_block()) return 0.0;
-    return p_->with_grad([&](auto const& g) { return ops::local::sum_of_squares(exec, ops::local::flat(g.local())); });
+  void counted_sum_of_squares(exec_type const& exec, typename base::sum_slot out) const override {
+    if (!this->counts_its_block()) return Kokkos::deep_copy(exec, out, 0.0);
+    p_->with_grad([&](auto const& g) { ops::local::sum_of_squares(exec, ops::local::flat(g.local()), out); });
   }
   void update(optimizer const& o, std::size_t step, double scale, exec_type const& exec) override {
     parallel::update(o, *p_, this->layouts().state, step, scale, exec);
