@@ -91,6 +91,89 @@ void rms_norm_forward(ExecSpace const& exec, X const& x, G const& gamma,
 
 namespace detail {
 
+// The weights' gradients, dgamma = sum over rows of dy (x - mean) rstd and
+// dbeta = sum of dy (mean and dbeta only when centred), summed without
+// atomics: the same sums on every run. On the host, a thread per run of 64
+// columns walks the rows in order, its sums in vector lanes. On a GPU a
+// team per 32 columns: 8 threads each walk every 8th row, the 32 lanes of
+// each reading neighbouring elements, and the 8 partial sums add up in team
+// scratch: hidden x 8 threads share the rows, not hidden.
+template <class ExecSpace, class X, class M, class R, class DY, class DG, class DB>
+void weight_gradients(ExecSpace const& exec, X const& x, M const& mean, R const& rstd, DY const& dy, DG const& dgamma,
+                      DB const& dbeta, bool centred) {
+  using A = accumulation_t<typename X::non_const_value_type>;
+  std::size_t const rows = x.extent(0);
+  std::size_t const n = x.extent(1);
+  if constexpr (std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>) {
+    constexpr std::size_t width = 64;
+    Kokkos::parallel_for(
+        "shardmesh::layer_norm_backward_params",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::size_t>>(exec, 0, (n + width - 1) / width),
+        KOKKOS_LAMBDA(std::size_t block) {
+          std::size_t const first = block * width;
+          std::size_t const count = n - first < width ? n - first : width;
+          A dg[width] = {};
+          A db[width] = {};
+          for (std::size_t r = 0; r < rows; ++r) {
+            A const mu = centred ? static_cast<A>(mean(r)) : static_cast<A>(0);
+            A const s = static_cast<A>(rstd(r));
+            auto const xr = row(x, r);
+            auto const dyr = row(dy, r);
+            SHARDMESH_HOST_SIMD("omp simd")
+            for (std::size_t c = 0; c < count; ++c) {
+              A const d = static_cast<A>(dyr[first + c]);
+              dg[c] += d * (static_cast<A>(xr[first + c]) - mu) * s;
+              db[c] += d;
+            }
+          }
+          for (std::size_t c = 0; c < count; ++c) {
+            dgamma(first + c) = static_cast<typename DG::non_const_value_type>(dg[c]);
+            if (centred) dbeta(first + c) = static_cast<typename DB::non_const_value_type>(db[c]);
+          }
+        });
+  } else {
+    constexpr std::size_t tile = 32;
+    constexpr int walkers = 8;
+    using policy = Kokkos::TeamPolicy<ExecSpace>;
+    using sums_view = Kokkos::View<A**, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+    Kokkos::parallel_for(
+        "shardmesh::layer_norm_backward_params",
+        policy(exec, static_cast<int>((n + tile - 1) / tile), walkers, static_cast<int>(tile))
+            .set_scratch_size(0, Kokkos::PerTeam(sums_view::shmem_size(walkers, 2 * tile))),
+        KOKKOS_LAMBDA(typename policy::member_type const& team) {
+          std::size_t const first = static_cast<std::size_t>(team.league_rank()) * tile;
+          std::size_t const count = n - first < tile ? n - first : tile;
+          sums_view const sums(team.team_scratch(0), walkers, 2 * tile);  // dgamma's, then dbeta's
+          auto const w = static_cast<std::size_t>(team.team_rank());
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, count), [&](std::size_t c) {
+            sums(w, c) = 0;
+            sums(w, tile + c) = 0;
+          });
+          for (std::size_t r = w; r < rows; r += walkers) {
+            A const mu = centred ? static_cast<A>(mean(r)) : static_cast<A>(0);
+            A const s = static_cast<A>(rstd(r));
+            auto const xr = row(x, r);
+            auto const dyr = row(dy, r);
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, count), [&](std::size_t c) {
+              A const d = static_cast<A>(dyr[first + c]);
+              sums(w, c) += d * (static_cast<A>(xr[first + c]) - mu) * s;
+              sums(w, tile + c) += d;
+            });
+          }
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, count), [&](std::size_t c) {
+            A dg = 0, db = 0;
+            for (int k = 0; k < walkers; ++k) {
+              dg += sums(k, c);
+              db += sums(k, tile + c);
+            }
+            dgamma(first + c) = static_cast<typename DG::non_const_value_type>(dg);
+            if (centred) dbeta(first + c) = static_cast<typename DB::non_const_value_type>(db);
+          });
+        });
+  }
+}
+
 // layer_norm_backward and rms_norm_backward below, dx plus the residual
 // when add_residual; mean and dbeta are not read or written unless centred.
 template <class ExecSpace, class X, class G, class M, class R, class DY, class DX, class DG, class DB, class RES>
@@ -114,53 +197,7 @@ void normalize_backward(ExecSpace const& exec, X const& x, G const& gamma, M con
   std::size_t const rows = x.extent(0);
   std::size_t const n = x.extent(1);
 
-  // The weights' gradients, summed over the rows without atomics (the same
-  // sums on every run): a team per tile of columns; each of its `walkers`
-  // threads walks every walkers-th row over the tile's columns (vector
-  // lanes), and the walkers' sums add up in team scratch. On the host a
-  // team is one thread and a tile a row's contiguous run of 64 (summed in
-  // vector lanes, rows in order); on a GPU a team is 8 threads by 32 lanes
-  // (neighbouring lanes read neighbouring elements), so hidden x 8 threads
-  // share the rows, not hidden.
-  constexpr bool on_host = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
-  constexpr std::size_t tile = on_host ? 64 : 32;
-  constexpr int walkers = on_host ? 1 : 8, lanes = on_host ? 1 : 32;
-  using sums_view = Kokkos::View<A**, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  Kokkos::parallel_for(
-      "shardmesh::layer_norm_backward_params",
-      policy(exec, static_cast<int>((n + tile - 1) / tile), walkers, lanes)
-          .set_scratch_size(0, Kokkos::PerTeam(sums_view::shmem_size(walkers, 2 * tile))),
-      KOKKOS_LAMBDA(typename policy::member_type const& team) {
-        std::size_t const first = static_cast<std::size_t>(team.league_rank()) * tile;
-        std::size_t const count = n - first < tile ? n - first : tile;
-        sums_view const sums(team.team_scratch(0), walkers, 2 * tile);  // dgamma's, then dbeta's
-        auto const w = static_cast<std::size_t>(team.team_rank());
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, count), [&](std::size_t c) {
-          sums(w, c) = 0;
-          sums(w, tile + c) = 0;
-        });
-        for (std::size_t r = w; r < rows; r += walkers) {
-          A const mu = centred ? static_cast<A>(mean(r)) : static_cast<A>(0);
-          A const s = static_cast<A>(rstd(r));
-          auto const xr = detail::row(x, r);
-          auto const dyr = detail::row(dy, r);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, count), [&](std::size_t c) {
-            A const d = static_cast<A>(dyr[first + c]);
-            sums(w, c) += d * (static_cast<A>(xr[first + c]) - mu) * s;
-            sums(w, tile + c) += d;
-          });
-        }
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, count), [&](std::size_t c) {
-          A dg = 0, db = 0;
-          for (int k = 0; k < walkers; ++k) {
-            dg += sums(k, c);
-            db += sums(k, tile + c);
-          }
-          dgamma(first + c) = static_cast<typename DG::non_const_value_type>(dg);
-          if (centred) dbeta(first + c) = static_cast<typename DB::non_const_value_type>(db);
-        });
-      });
+  weight_gradients(exec, x, mean, rstd, dy, dgamma, dbeta, centred);
 
   A const inv_n = n == 0 ? static_cast<A>(0) : static_cast<A>(1) / static_cast<A>(n);
   Kokkos::parallel_for(
