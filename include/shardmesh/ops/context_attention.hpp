@@ -46,6 +46,7 @@
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -129,6 +130,8 @@ namespace detail {
 // A key/value block going round a ring in two buffers: the one held
 // (computed on) and the one arriving. Transfers run on the side instance;
 // pass() waits for the given instance's work on the held block first.
+// Both mark their host time as the region "shardmesh::context_attention::
+// transfer" (Kokkos Tools): the ring's time outside its computation.
 template <class U, class MemorySpace>
 class block_ring {
  public:
@@ -147,12 +150,14 @@ class block_ring {
 
   // Sends the held block to the next rank and receives the previous rank's.
   void pass() {
+    Kokkos::Profiling::ScopedRegion const region("shardmesh::context_attention::transfer");
     int const size = ring_->size(), me = ring_->rank();
     exec_.fence("shardmesh::context_attention: block ready to pass");
     transfer_ = iexchange(*ring_, held_, (me + 1) % size, arriving_, (me + size - 1) % size, tag_, side_);
   }
   // Waits for the block passed in and holds it.
   void arrive() {
+    Kokkos::Profiling::ScopedRegion const region("shardmesh::context_attention::transfer");
     transfer_.wait();
     side_.fence("shardmesh::context_attention: block arrived");
     std::swap(held_, arriving_);
