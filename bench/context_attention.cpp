@@ -16,7 +16,7 @@
 //       difference_share = (ring - compute) / p2p, the same read from the
 //       totals (noisier: the computation is far longer than the transfers).
 //
-//   transition/<shape>/<impl>  S(seq:cp) to S(heads:cp) of [B, T, H, D],
+//   heads_transition/<shape>/<impl>  S(seq:cp) to S(heads:cp) of [B, T, H, D],
 //       what the all-to-all form runs before attention:
 //         shardmesh  the layout transition (one all-to-all, planned)
 //         mpi        by hand: a pack kernel per destination's heads,
@@ -254,7 +254,7 @@ void register_all() {
     for (shape const s : {shape{1, 4096, 16, 64}, shape{4, 2048, 32, 64}}) {
       if (s.T % cp != 0 || s.H % cp != 0) continue;
       for (bool ours : {true, false})
-        benchmark::RegisterBenchmark("transition/" + s.name() + "/" + (ours ? "shardmesh" : "mpi") + suffix,
+        benchmark::RegisterBenchmark("heads_transition/" + s.name() + "/" + (ours ? "shardmesh" : "mpi") + suffix,
                                      [s, ours](benchmark::State& state) { transition_case(state, s, ours); })
             ->UseManualTime()
             ->Iterations(50)

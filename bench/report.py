@@ -45,6 +45,10 @@ TRAINING_MARKERS = ("<!-- training results begin -->", "<!-- training results en
 TRAINING_KINDS = ("train",)
 LOCAL_PRODUCT_MARKERS = ("<!-- local product results begin -->", "<!-- local product results end -->")
 LOCAL_PRODUCT_KINDS = ("local_product",)
+CONTEXT_MARKERS = ("<!-- context parallelism results begin -->", "<!-- context parallelism results end -->")
+CONTEXT_KINDS = ("ring", "heads_transition")
+EXPERT_MARKERS = ("<!-- expert parallelism results begin -->", "<!-- expert parallelism results end -->")
+EXPERT_KINDS = ("dispatch", "dispatch_plan")
 SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -59,7 +63,7 @@ def load(paths):
         with open(path) as f:
             data = json.load(f)
         if all(b["run_name"].split("/")[0] in BLOCK_KINDS + DP_KINDS + PIPELINE_KINDS + CHECKPOINT_KINDS + PRODUCT_KINDS + TRAINING_KINDS + LOCAL_PRODUCT_KINDS
-               for b in data["benchmarks"]):
+               + CONTEXT_KINDS + EXPERT_KINDS for b in data["benchmarks"]):
             continue  # the transformer block's (load_block) or data parallelism's (load_data_parallel)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
@@ -503,6 +507,45 @@ def local_product_section(results):
     return "\n".join(rows) + "\n"
 
 
+def context_section(ring, transition):
+    """The ring form against its computation and its transfers; the all-to-all form's transition against one by
+    hand."""
+    rows = ["| pass | shape | ring ms | compute alone ms | p2p alone ms | in transfer code ms | "
+            "in transfer / p2p | (ring - compute) / p2p |", "|" + "---|" * 8]
+    for pass_, shape in sorted(ring, key=lambda k: (k[0] != "forward", k[1])):
+        r = ring[(pass_, shape)]
+        if not all(i in r for i in ("ring", "compute", "p2p")):
+            continue
+        med = lambda impl, field="ms": statistics.median(x[field] for x in r[impl])
+        rows.append(f"| {pass_} | {shape} | {fmt_ms(med('ring'))} | {fmt_ms(med('compute'))} | {fmt_ms(med('p2p'))} | "
+                    f"{med('p2p', 'transfer_ms'):.3g} | {med('p2p', 'exposed_share'):.2f} | "
+                    f"{med('p2p', 'difference_share'):.2f} |")
+    rows += ["", "| [b, t, h, d] S(seq:cp) to S(heads:cp) | shardmesh ms | by hand ms | shardmesh / by hand |",
+             "|" + "---|" * 4]
+    for (shape,) in sorted(transition):
+        r = transition[(shape,)]
+        if "shardmesh" in r and "mpi" in r:
+            med = lambda impl: statistics.median(x["ms"] for x in r[impl])
+            rows.append(f"| {shape} | {fmt_ms(med('shardmesh'))} | {fmt_ms(med('mpi'))} | "
+                        f"{dp_ratio(r['shardmesh'], r['mpi']):.2f} |")
+    return "\n".join(rows) + "\n"
+
+
+def expert_section(dispatch, plans):
+    """The dispatch against one by hand with MPI_Alltoallv of the same counts; the plan apart."""
+    rows = ["| tokens x features | experts, top-k | shardmesh ms | by hand ms | shardmesh / by hand | plan ms |",
+            "|" + "---|" * 6]
+    for key in sorted(dispatch):
+        r = dispatch[key]
+        if "shardmesh" not in r or "mpi" not in r:
+            continue
+        med = lambda rounds: statistics.median(x["ms"] for x in rounds)
+        plan = plans.get(key, {}).get("")
+        rows.append(f"| {key[0]} | {key[1]} | {fmt_ms(med(r['shardmesh']))} | {fmt_ms(med(r['mpi']))} | "
+                    f"{dp_ratio(r['shardmesh'], r['mpi']):.2f} | {fmt_ms(med(plan)) if plan else ''} |")
+    return "\n".join(rows) + "\n"
+
+
 def pencil_section(results):
     """Strided pencil transposes against contiguous ones and hand-written MPI, side by side."""
     rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | alltoallw ms | strided / alltoallw | "
@@ -607,7 +650,11 @@ def main():
     pencils, pencil_contexts = load_cases(args.results, "pencil", 2)
     training, training_contexts = load_cases(args.results, "train", 2)
     local, local_contexts = load_cases(args.results, "local_product", 1)
-    if not any((results, block, dp, pipe, saves, products, pencils, training, local)):
+    ring, ring_contexts = load_cases(args.results, "ring", 2)
+    heads, _ = load_cases(args.results, "heads_transition", 1)
+    dispatch, dispatch_contexts = load_cases(args.results, "dispatch", 2)
+    plans, _ = load_cases(args.results, "dispatch_plan", 2)
+    if not any((results, block, dp, pipe, saves, products, pencils, training, local, ring, dispatch)):
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -636,6 +683,12 @@ def main():
     if local:
         sections[LOCAL_PRODUCT_MARKERS] = (f"Produced by `{args.command}` on {machine(local_contexts)}.\n\n"
                                            f"{local_product_section(local)}")
+    if ring:
+        sections[CONTEXT_MARKERS] = (f"Produced by `{args.command}` on {machine(ring_contexts)}.\n\n"
+                                     f"{context_section(ring, heads)}")
+    if dispatch:
+        sections[EXPERT_MARKERS] = (f"Produced by `{args.command}` on {machine(dispatch_contexts)}.\n\n"
+                                    f"{expert_section(dispatch, plans)}")
     text = "\n".join(sections.values())
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -650,7 +703,8 @@ def main():
         if not any(begin in readme and end in readme for begin, end in ((BEGIN, END), BLOCK_MARKERS, GEMM_MARKERS, DP_MARKERS,
                                                                            PIPELINE_MARKERS, CHECKPOINT_MARKERS,
                                                                            PRODUCT_MARKERS, PENCIL_MARKERS,
-                                                                           TRAINING_MARKERS, LOCAL_PRODUCT_MARKERS)):
+                                                                           TRAINING_MARKERS, LOCAL_PRODUCT_MARKERS,
+                                                                           CONTEXT_MARKERS, EXPERT_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

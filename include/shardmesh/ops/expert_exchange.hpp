@@ -33,6 +33,7 @@
 #include "shardmesh/comm/all_gather.hpp"
 #include "shardmesh/comm/all_to_all.hpp"
 #include "shardmesh/errors.hpp"
+#include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -57,7 +58,7 @@ class expert_exchange {
   // choices [N, k]: each token's experts. capacity_factor 0: dropless.
   expert_exchange(device_mesh const& mesh, std::string_view axis, std::size_t experts, choices_view choices,
                   double capacity_factor = 0)
-      : tokens_(choices.extent(0)), k_(choices.extent(1)), experts_(experts) {
+      : mesh_(mesh), tokens_(choices.extent(0)), k_(choices.extent(1)), experts_(experts) {
     std::size_t const a = mesh.shape().find(axis);
     if (a == npos) throw invalid_option_error("expert_exchange: the mesh has no axis \"" + std::string(axis) + "\"");
     std::size_t const ep = mesh.shape().extent(a);
@@ -90,18 +91,11 @@ class expert_exchange {
                                     " rows; a row per token (" + std::to_string(tokens_) + ") or per slot (" +
                                     std::to_string(tokens_ * k_) + ")");
     std::size_t const C = x.extent(1), per = x.extent(0) == tokens_ ? k_ : 1;
-    Kokkos::View<T*, MemorySpace> out_flat(alloc("sent"), sent_ * C), in_flat(alloc("received"), rows_ * C);
-    auto const slots = send_slots_;
-    Kokkos::parallel_for(
-        "shardmesh::expert_exchange::pack", Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {sent_, C}),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t c) { out_flat(i * C + c) = x(slots(i) / per, c); });
+    auto const out_flat = buffer<T>(sent_ * C), in_flat = buffer<T>(rows_ * C);
+    copy_rows(exec, sent_, C, x.data(), indexed{send_slots_, per}, out_flat.data(), identity{});
     all_to_all_v(*group_, out_flat, scaled(send_counts_, C), in_flat, scaled(recv_counts_, C), exec);
-    rows_view<T> y(alloc("expert rows"), rows_, C);
-    auto const places = recv_places_;
-    Kokkos::parallel_for(
-        "shardmesh::expert_exchange::unpack",
-        Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {rows_, C}),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t c) { y(places(i), c) = in_flat(i * C + c); });
+    auto const y = detail::pooled<rows_view<T>>(mesh_, {rows_, C});
+    copy_rows(exec, rows_, C, in_flat.data(), identity{}, y.data(), indexed{recv_places_, 1});
     return y;
   }
 
@@ -111,24 +105,47 @@ class expert_exchange {
       throw mismatched_tensor_error("expert_exchange::from_experts: " + std::to_string(y.extent(0)) +
                                     " rows; the experts received " + std::to_string(rows_));
     std::size_t const C = y.extent(1);
-    Kokkos::View<T*, MemorySpace> out_flat(alloc("returned"), rows_ * C), in_flat(alloc("back"), sent_ * C);
-    auto const places = recv_places_;
-    Kokkos::parallel_for(
-        "shardmesh::expert_exchange::pack", Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {rows_, C}),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t c) { out_flat(i * C + c) = y(places(i), c); });
+    auto const out_flat = buffer<T>(rows_ * C), in_flat = buffer<T>(sent_ * C);
+    copy_rows(exec, rows_, C, y.data(), indexed{recv_places_, 1}, out_flat.data(), identity{});
     all_to_all_v(*group_, out_flat, scaled(recv_counts_, C), in_flat, scaled(send_counts_, C), exec);
-    rows_view<T> x("shardmesh::expert_exchange::slots", tokens_ * k_, C);  // zero where dropped
-    auto const slots = send_slots_;
-    Kokkos::parallel_for(
-        "shardmesh::expert_exchange::unpack",
-        Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {sent_, C}),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t c) { x(slots(i), c) = in_flat(i * C + c); });
+    auto const x = detail::pooled<rows_view<T>>(mesh_, {tokens_ * k_, C});
+    if (sent_ != tokens_ * k_) Kokkos::deep_copy(exec, x, T(0));  // zero where dropped
+    copy_rows(exec, sent_, C, in_flat.data(), identity{}, x.data(), indexed{send_slots_, 1});
     return x;
   }
 
  private:
-  static auto alloc(char const* what) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("shardmesh::expert_exchange::") + what);
+  // Row maps of copy_rows: i itself, or map(i) / divide.
+  struct identity {
+    KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return i; }
+  };
+  struct indexed {
+    Kokkos::View<std::size_t*, MemorySpace> map;
+    std::size_t divide = 1;
+    KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return map(i) / divide; }
+  };
+
+  // to[to_row(i)] = from[from_row(i)] for the first n rows of C elements: a team per row, its elements in order.
+  template <class T, class FromRow, class ToRow>
+  static void copy_rows(exec_type const& exec, std::size_t n, std::size_t C, T const* from, FromRow from_row, T* to,
+                        ToRow to_row) {
+    using policy = Kokkos::TeamPolicy<exec_type>;
+    Kokkos::parallel_for(
+        "shardmesh::expert_exchange::copy_rows", policy(exec, static_cast<int>(n), Kokkos::AUTO),
+        KOKKOS_LAMBDA(typename policy::member_type const& team) {
+          auto const i = static_cast<std::size_t>(team.league_rank());
+          T const* source = from + from_row(i) * C;
+          T* target = to + to_row(i) * C;
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, C), [&](std::size_t c) { target[c] = source[c]; });
+        });
+  }
+
+  // Buffers and results from the mesh's pool (ops/detail/result_pool.hpp): a
+  // layer exchanges the same sizes every step, and fresh memory would cost
+  // its page faults every time.
+  template <class T>
+  Kokkos::View<T*, MemorySpace> buffer(std::size_t n) const {
+    return detail::pooled<Kokkos::View<T*, MemorySpace>>(mesh_, {n});
   }
   static std::vector<std::size_t> scaled(std::vector<std::size_t> counts, std::size_t by) {
     for (std::size_t& c : counts) c *= by;
@@ -207,6 +224,7 @@ class expert_exchange {
     recv_places_ = Kokkos::create_mirror_view_and_copy(MemorySpace{}, places);
   }
 
+  device_mesh mesh_;
   communicator const* group_ = nullptr;
   std::size_t tokens_ = 0, k_ = 0, experts_ = 0, local_experts_ = 0, sent_ = 0, rows_ = 0;
   std::vector<std::size_t> send_counts_, recv_counts_, expert_rows_;
