@@ -11,6 +11,7 @@
 // the same typed error on every rank, nothing sent.
 #include "attention_reference.hpp"
 #include "ops_check.hpp"
+#include "sequence_order.hpp"
 
 #include <shardmesh/ops/context_attention.hpp>
 
@@ -37,19 +38,6 @@ struct setup {
   mesh_shape mesh;
   std::size_t H, Hk;
 };
-
-// [B, T, width] in position order to storage order (index t holds position ring_position(t)), or back.
-values reordered(values const& x, std::size_t B, std::size_t T, std::size_t cp, sequence_order o, bool to_storage) {
-  std::size_t const width = x.size() / (B * T);
-  values out(x.size());
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t t = 0; t < T; ++t) {
-      std::size_t const stored = (b * T + t) * width, placed = (b * T + ops::ring_position(t, T, cp, o)) * width;
-      for (std::size_t e = 0; e < width; ++e)
-        (to_storage ? out[stored + e] : out[placed + e]) = x[to_storage ? placed + e : stored + e];
-    }
-  return out;
-}
 
 // What one call sent, read right after it.
 struct phase {

@@ -10,6 +10,7 @@
 // routing). Counters: one all-gather of counts, then one all-to-all per
 // move, with exactly the bytes the reference predicts. Values are copied,
 // never summed: the comparisons are exact.
+#include "expert_meshes.hpp"
 #include "mpi_test.hpp"
 
 #include <shardmesh/ops/expert_exchange.hpp>
@@ -153,24 +154,17 @@ void check(mesh_shape const& shape, std::size_t E, std::size_t k, double factor,
     }
 }
 
-std::vector<mesh_shape> meshes() {
-  auto const n = static_cast<std::size_t>(test::world_size());
-  std::vector<mesh_shape> all{mesh_shape{{"ep", n}}};
-  if (n == 4) all.push_back(mesh_shape{{"dp", 2}, {"ep", 2}});
-  return all;
-}
-
 }  // namespace
 
 TEST_CASE("the expert exchange delivers each kept slot to its expert and brings it back", "[ops][experts][exchange]") {
-  for (mesh_shape const& shape : meshes())
+  for (mesh_shape const& shape : test::expert_meshes())
     for (std::size_t k : {1U, 2U})
       for (double factor : {0.0, 1.0, 0.5}) check(shape, 8, k, factor, routing::spread);
 }
 
 TEST_CASE("every token on one expert: the most imbalanced routing works, dropless or capped",
           "[ops][experts][exchange]") {
-  for (mesh_shape const& shape : meshes())
+  for (mesh_shape const& shape : test::expert_meshes())
     for (double factor : {0.0, 1.25}) check(shape, 4, 1, factor, routing::one_expert);
 }
 

@@ -11,6 +11,7 @@
 // truncation about 1e-10 and rounding about 1e-11 over 1e-5: compared within
 // 1e-6 of max(1, |value|). The routing is piecewise constant: the data is
 // drawn so that no choice is within a step of a tie.
+#include "expert_meshes.hpp"
 #include "mpi_test.hpp"
 
 #include "../ops/ops_check.hpp"
@@ -220,23 +221,16 @@ void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
   require_near("experts' down gradient", grads[2], reference.differences(in, &inputs::down), 1e-6);
 }
 
-std::vector<mesh_shape> meshes() {
-  auto const n = static_cast<std::size_t>(test::world_size());
-  std::vector<mesh_shape> all{mesh_shape{{"ep", n}}};
-  if (n == 4) all.push_back(mesh_shape{{"dp", 2}, {"ep", 2}});
-  return all;
-}
-
 }  // namespace
 
 TEST_CASE("mixture of experts on ep equals the serial layer, gradients by finite differences", "[parallel][experts]") {
-  for (mesh_shape const& shape : meshes())
+  for (mesh_shape const& shape : test::expert_meshes())
     for (std::size_t k : {1U, 2U})
       for (double factor : {0.0, 1.0, 0.5}) check(shape, k, factor, routing::spread);
 }
 
 TEST_CASE("mixture of experts with every token on one expert", "[parallel][experts]") {
-  for (mesh_shape const& shape : meshes())
+  for (mesh_shape const& shape : test::expert_meshes())
     for (double factor : {0.0, 1.0}) check(shape, 1, factor, routing::one_expert);
 }
 

@@ -7,6 +7,7 @@
 
 #include "exhaustive.hpp"
 #include "mpi_test.hpp"
+#include "sequence_order.hpp"
 #include "training_reference.hpp"
 
 #include <shardmesh/shardmesh.hpp>
@@ -78,12 +79,13 @@ class model_run {
             std::size_t samples, run_options const& o)
       : setup_(su),
         config_(config),
-        mesh_(MPI_COMM_WORLD, mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}}),
-        stage_(mesh_.submesh({"dp", "tp"})),
+        mesh_(MPI_COMM_WORLD, su.cp > 1 ? mesh_shape{{"dp", su.dp}, {"cp", su.cp}, {"pp", su.pp}, {"tp", su.tp}}
+                                        : mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}}),
+        stage_(su.cp > 1 ? mesh_.submesh({"dp", "cp", "tp"}) : mesh_.submesh({"dp", "tp"})),
         accounting_(parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp)) {
     // MPI's reduce-scatter, whatever this machine would measure faster: two runs sum in the same order.
     stage_.state<collective_tuning>().prefer(reduce_scatter_algorithm::mpi);
-    std::size_t const s = mesh_.coordinates()[1];
+    std::size_t const s = mesh_.coordinates()[mesh_.shape().find("pp")];
     auto const parts = parallel::partition_layers(config.layers, su.pp * su.chunks);
     std::vector<Model*> pointers;
     for (std::size_t k = 0; k < su.chunks; ++k) {
@@ -114,8 +116,8 @@ class model_run {
       interval const part = accounting_.micro_step(a);
       layout const& l = chunks_.front().layouts().ids;
       using memory = typename Model::memory_space;
-      micro.push_back({rows<memory>(stage_, l, b.tokens, part, config_.sequence),
-                       rows<memory>(stage_, l, b.targets, part, config_.sequence)});
+      micro.push_back({rows<memory>(stage_, l, stored(b.tokens), part, config_.sequence),
+                       rows<memory>(stage_, l, stored(b.targets), part, config_.sequence)});
     }
     return trainer_->step(micro);
   }
@@ -144,6 +146,13 @@ class model_run {
   }
 
  private:
+  // The samples' tokens in the order a context-parallel model stores them (sequence_order.hpp).
+  [[nodiscard]] std::vector<int> stored(std::vector<int> const& tokens) const {
+    if (setup_.cp == 1) return tokens;
+    return reordered(tokens, tokens.size() / config_.sequence, config_.sequence, setup_.cp,
+                     ops::sequence_order::balanced, true);
+  }
+
   pipeline_setup setup_;
   typename Model::config_type config_;
   device_mesh mesh_, stage_;

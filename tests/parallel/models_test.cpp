@@ -9,6 +9,12 @@
 //   pipeline schedule, AdamW with clipping and a warm-up and cosine
 //   learning rate: every step's loss and gradient norm and every parameter
 //   after three steps;
+// - context parallelism (a "cp" axis, the sequence stored in the balanced
+//   order): one step on cp alone, dp x cp and cp x tp (with and without
+//   sequence parallelism) in the ring and all-to-all forms, loss, logits and
+//   every gradient; two micro-batches with the first's state stashed; three
+//   steps of training over dp x cp, cp x pp, cp x tp and cp = 4 with ZeRO 0
+//   to 3 and selective recomputation; the GPT refusing a cp axis;
 // - bad sizes refused with an error naming the field, on every rank;
 // - the tests' own residual MLP (residual_mlp.hpp: blocks of MLP widths 6,
 //   15, 4 and 11, written with the public API alone) trained likewise
@@ -21,8 +27,10 @@
 #include "mpi_test.hpp"
 #include "reference_models.hpp"
 #include "residual_mlp.hpp"
+#include "sequence_order.hpp"
 #include "training_reference.hpp"
 
+#include <shardmesh/models/gpt.hpp>
 #include <shardmesh/models/llama.hpp>
 #include <shardmesh/shardmesh.hpp>
 #include <shardmesh/strategy/batch.hpp>
@@ -128,6 +136,101 @@ TEST_CASE("the tensor-parallel Llama equals the serial reference: loss, logits, 
   }
 }
 
+TEST_CASE("a context-parallel Llama equals the serial reference in both forms: loss, logits, every gradient",
+          "[parallel][llama][context]") {
+  // 8 tokens: 2 cp chunks per rank in the balanced order on up to 4 ranks of cp; the ids stored in that order.
+  auto const n = static_cast<std::size_t>(test::world_size());
+  if (8 % (2 * n) != 0) return;  // 3 and 8 ranks: 8 tokens do not cut into 2 cp chunks
+  std::vector<mesh_shape> shapes{mesh_shape{{"cp", n}, {"tp", 1}}};
+  if (n == 4) {
+    shapes.push_back(mesh_shape{{"dp", 2}, {"cp", 2}, {"tp", 1}});
+    shapes.push_back(mesh_shape{{"cp", 2}, {"tp", 2}});
+  }
+  lr::config c = small(2, 2);
+  c.T = 8;
+  values const start = lr::init(c, 3);
+  auto const tokens = lr::tokens(c, 3, 1);
+  auto const targets = lr::tokens(c, 3, 2);
+  lr::forward_result const want = lr::forward(c, start, tokens, targets);
+  values const want_grads = on_every_rank(test::world_rank() == 0 ? lr::gradients(c, start, tokens, targets) : start);
+  for (mesh_shape const& shape : shapes)
+    for (ops::context_form form : {ops::context_form::ring, ops::context_form::all_to_all})
+      for (bool sp : {false, true}) {
+        if (sp && shape.extent(shape.find("tp")) == 1) continue;
+        INFO(to_string(shape).view() << ", " << to_string(form) << (sp ? ", sequence parallel" : ""));
+        device_mesh const mesh(MPI_COMM_WORLD, shape);
+        std::size_t const cp = shape.extent(shape.find("cp"));
+        auto const stored = [&](std::vector<int> const& v) {
+          return test::reordered(v, c.B, c.T, cp, ops::sequence_order::balanced, true);
+        };
+        parallel::llama_config config = config_of(c, sp);
+        config.context = form;
+        model m(mesh, config, [&](std::string const& name) { return start.at(name); });
+        layout const l = m.layouts().ids;
+        auto const f = m.forward(ids(mesh, l, c, stored(tokens)), ids(mesh, l, c, stored(targets)));
+        m.backward();
+        CHECK(std::abs(f.loss - want.loss) <= 1e-4 * want.loss);
+        require_close_to_scale("logits",
+                               test::reordered(gathered(f.logits), c.B, c.T, cp, ops::sequence_order::balanced, false),
+                               want.logits, 1e-4);
+        m.for_each_parameter([&](std::string const& name, auto& p) {
+          require_close_to_scale(name, gathered(p.grad()), want_grads.at(name), 1e-4);
+        });
+      }
+}
+
+TEST_CASE("a context-parallel Llama's gradients over two micro-batches, the first's state stashed, are the batch's",
+          "[parallel][llama][context]") {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  if (8 % (2 * n) != 0) return;  // as above
+  lr::config c = small(2, 4);
+  c.T = 8;
+  values const start = lr::init(c, 3);
+  auto const tokens = lr::tokens(c, 3, 1);
+  auto const targets = lr::tokens(c, 3, 2);
+  values const want = on_every_rank(test::world_rank() == 0 ? lr::gradients(c, start, tokens, targets) : start);
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"cp", n}, {"tp", 1}});
+  for (ops::context_form form : {ops::context_form::ring, ops::context_form::all_to_all})
+    for (bool stash : {false, true}) {
+      INFO(to_string(form) << (stash ? ", the first micro-batch's state stashed" : ""));
+      parallel::llama_config config = config_of(c);
+      config.context = form;
+      model m(mesh, config, [&](std::string const& name) { return start.at(name); });
+      layout const l = m.layouts().ids;
+      auto const part = [&](std::vector<int> const& v, std::size_t first) {
+        return rows(mesh, l, test::reordered(v, c.B, c.T, n, ops::sequence_order::balanced, true), {first, first + 2},
+                    c.T);
+      };
+      double const count = static_cast<double>(c.B * c.T);
+      (void)m.forward(part(tokens, 0), part(targets, 0), count);
+      if (stash) {
+        auto saved = m.take_saved();
+        (void)m.forward(part(tokens, 2), part(targets, 2), count);
+        m.backward();
+        m.restore_saved(std::move(saved));
+        m.backward();
+      } else {
+        m.backward();
+        (void)m.forward(part(tokens, 2), part(targets, 2), count);
+        m.backward();
+      }
+      m.for_each_parameter([&](std::string const& name, auto& p) {
+        require_close_to_scale(name, gathered(p.grad()), want.at(name), 1e-4);
+      });
+    }
+}
+
+TEST_CASE("the GPT refuses a cp axis: its learned positions are read by index", "[parallel][llama][context]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"cp", dynamic_extent}, {"tp", 1}});
+  parallel::gpt_config const g{
+      .vocabulary = 7, .sequence = 8, .hidden = 4, .heads = 2, .head_size = 2, .ffn = 6, .layers = 1};
+  parallel::parameter_initializer const constant = [](parallel::parameter_spec const&) {
+    return parallel::initializer::constant(0.5);
+  };
+  using gpt = parallel::gpt<float, host>;
+  REQUIRE_THROWS_AS(gpt(mesh, g, constant), invalid_option_error);
+}
+
 namespace {
 
 using setup = pipeline_setup;
@@ -187,6 +290,42 @@ TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule e
     INFO(describe(setups[i]) << ", " << kv << " key/value heads");
     history const h = train<model>(setups[i], config_of(c), start, c.B, batch_of, options);
     require_close(h, restricted(references.at(kv), h), tolerance);
+  }
+}
+
+TEST_CASE("a context-parallel Llama trains over dp x cp x pp x tp, both forms, every ZeRO stage, as serial AdamW",
+          "[parallel][llama][context]") {
+  // 8 tokens (4 balanced chunks on cp = 2, 8 on cp = 4); the ring and the all-to-all form in turn; selective
+  // recomputation once (the core's state made again in backward).
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<setup> setups;
+  if (n == 2) {
+    setups = {{1, 1, 1, schedule_kind::gpipe, 1, zero_stage::none, 2, {}, 2},
+              {1, 1, 1, schedule_kind::gpipe, 1, zero_stage::parameters, 1, {}, 2}};
+  } else if (n == 4) {
+    setups = {{2, 1, 1, schedule_kind::gpipe, 1, zero_stage::optimizer_state, 2, {}, 2},
+              {1, 2, 1, schedule_kind::one_f_one_b, 1, zero_stage::gradients, 2, {}, 2},
+              {1, 1, 2, schedule_kind::gpipe, 1, zero_stage::parameters, 1, {}, 2},
+              {1, 1, 1, schedule_kind::gpipe, 1, zero_stage::none, 2, {}, 4}};
+  }
+  if (setups.empty()) return;
+  lr::config c = small(2, 4);  // 2 layers: one per stage on pp = 2 (the reference's differences take the time)
+  c.T = 8;
+  values const start = lr::init(c, 5);
+  auto const batch_of = [&](std::size_t step) {
+    return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
+  };
+  history const want = reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
+    batch const b = batch_of(step);
+    return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
+  });
+  for (std::size_t i = 0; i < setups.size(); ++i) {
+    parallel::llama_config config = config_of(c);
+    config.context = i % 2 == 0 ? ops::context_form::ring : ops::context_form::all_to_all;
+    if (i == 1) config.recompute = parallel::recompute_mode::selective;
+    INFO(describe(setups[i]) << ", " << to_string(config.context));
+    history const h = train<model>(setups[i], config, start, c.B, batch_of, options);
+    require_close(h, restricted(want, h), tolerance);
   }
 }
 

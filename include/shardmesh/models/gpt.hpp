@@ -8,6 +8,7 @@
 //   auto f = model.forward(ids, targets);   // loss, logits
 //   model.backward();                        // gradients in each parameter
 
+#include "shardmesh/errors.hpp"
 #include "shardmesh/models/decoder.hpp"
 #include "shardmesh/models/gpt_description.hpp"
 #include "shardmesh/nn/attention.hpp"
@@ -41,6 +42,11 @@ struct gpt_architecture {
   template <class T, class MemorySpace>
   static embedding<T, MemorySpace> make_embedding(declared_parameters<T, MemorySpace> const& declared,
                                                   transformer_layouts const& layouts) {
+    // Its learned positions are looked up by index: a sequence stored in the balanced order is not in position order.
+    if (declared.mesh().shape().find("cp") != npos)
+      throw invalid_option_error(
+          "gpt: context parallelism (a \"cp\" axis) needs positions placed by attention: use the Llama-style model, "
+          "whose rotary embeddings read each token's position from the sequence order");
     return {declared.template take<2>("wte"), declared.template take<2>("wpe"), layouts.activation};
   }
 

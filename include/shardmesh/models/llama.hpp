@@ -21,6 +21,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,9 +60,14 @@ struct llama_architecture {
     auto const projection = [&](std::string const& name, layout const& out) {
       return typename attn::projection(declared.template take<3>(prefix + name), layouts.whole_rows, out);
     };
-    return {projection("wq", layouts.heads), projection("wk", kv.output), projection("wv", kv.output),
+    std::optional<ops::context_options> context;  // the sequence split on cp: attention over the ring, or all-to-all
+    if (declared.mesh().shape().find("cp") != npos) context = ops::context_options{.form = c.context};
+    return {projection("wq", layouts.heads),
+            projection("wk", kv.output),
+            projection("wv", kv.output),
             typename attn::output(declared.template take<3>(prefix + "wo"), layouts.heads, layouts.activation),
-            c.rope_base};
+            c.rope_base,
+            context};
   }
 
   template <class T, class MemorySpace>

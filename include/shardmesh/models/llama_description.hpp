@@ -18,6 +18,7 @@
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/models/decoder_description.hpp"
+#include "shardmesh/ops/sequence_chunks.hpp"
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
@@ -34,7 +35,8 @@ struct llama_config {
   double eps = 1e-5;
   double rope_base = 10000;
   bool sequence_parallel = false;
-  recompute_mode recompute = recompute_mode::none;  // activation recomputation per block
+  recompute_mode recompute = recompute_mode::none;      // activation recomputation per block
+  ops::context_form context = ops::context_form::ring;  // attention's form on a mesh with a "cp" axis
 };
 
 // What is wrong with c, naming the field; empty if nothing.

@@ -20,8 +20,15 @@
 // drops the probabilities and the backward computes them again from the
 // kept queries and keys: the same kernels on the same inputs, so the
 // gradients are bitwise those without.
+//
+// With context parallelism (the sequence split on "cp" in the balanced
+// order, transformer_layouts.hpp) the core is ops::context_attention in the
+// form asked for (ring or all-to-all), rotary reads each token's position
+// from the order, and what the backward needs is the core's saved state
+// (dropped and recomputed the same way under selective recomputation).
 
 #include "shardmesh/nn/linear.hpp"
+#include "shardmesh/ops/context_attention.hpp"
 #include "shardmesh/ops/einsum.hpp"
 #include "shardmesh/ops/elementwise.hpp"
 #include "shardmesh/ops/heads.hpp"
@@ -31,6 +38,7 @@
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -47,10 +55,18 @@ class attention {
 
   // rotary_base: 0 for no rotary position embedding, else RoPE's base (10000 in Llama).
   attention() = default;
-  attention(projection q, projection k, projection v, output o, double rotary_base = 0)
-      : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), o_(std::move(o)), rotary_base_(rotary_base) {
+  // context: the core's form where the sequence is split on its axis (none: the sequence is whole).
+  attention(projection q, projection k, projection v, output o, double rotary_base = 0,
+            std::optional<ops::context_options> context = {})
+      : q_(std::move(q)),
+        k_(std::move(k)),
+        v_(std::move(v)),
+        o_(std::move(o)),
+        rotary_base_(rotary_base),
+        context_(std::move(context)) {
     std::size_t const d = q_.w().value().global_extents()[2];
     scale_ = static_cast<accumulation_t<T>>(1 / std::sqrt(static_cast<double>(d)));
+    if (context_) context_->scale = 1 / std::sqrt(static_cast<double>(d));
   }
 
   // visit(name, parameter): prefix + "wq", "wk", "wv", "wo".
@@ -70,6 +86,11 @@ class attention {
     query_ = rotated(q_.forward(rows, exec), exec);
     key_ = query_heads(rotated(k_.forward(rows, exec), exec), exec);
     value_ = query_heads(v_.forward(rows, exec), exec);
+    if (context_) {
+      auto [out, saved] = ops::context_attention(query_, key_, value_, *context_, exec);
+      if (!recompute_core_) context_saved_ = std::move(saved);
+      return o_.forward(out, exec);
+    }
     probabilities_ = core(exec);
     activation y = o_.forward(ops::einsum<"bhts,bshd->bthd">(probabilities_, value_, exec), exec);
     if (recompute_core_) probabilities_ = {};
@@ -84,19 +105,16 @@ class attention {
     visit(key_);
     visit(value_);
     visit(probabilities_);
+    visit(context_saved_);  // whole: its geometry and layouts go with its tensors
   }
 
   // The input gradient, P(sum:tp).
   activation backward(activation const& dy, exec_type const& exec = {}) {
-    if (recompute_core_) probabilities_ = core(exec);
     heads const d_out = o_.backward(dy, exec);
-    auto const d_prob = ops::einsum<"bthd,bshd->bhts">(d_out, value_, exec);
-    heads const d_value = ops::einsum<"bhts,bthd->bshd">(probabilities_, d_out, exec);
-    auto const d_scores = ops::softmax_backward(probabilities_, d_prob, exec);  // the scale is the GEMMs' alpha
-    heads const d_query = ops::einsum<"bhts,bshd->bthd">(scale_, d_scores, key_, exec);
-    heads const d_key = ops::einsum<"bhts,bthd->bshd">(scale_, d_scores, query_, exec);
+    auto [d_query, d_key, d_value] = context_ ? context_gradients(d_out, exec) : core_gradients(d_out, exec);
     query_ = key_ = value_ = {};
     probabilities_ = {};
+    context_saved_ = {};
     activation dx = q_.backward(rotated_back(d_query, exec), exec);
     k_.backward(rotated_back(shared_heads(d_key, k_, exec), exec), dx, exec);  // summed by the GEMMs (beta = 1)
     v_.backward(shared_heads(d_value, v_, exec), dx, exec);
@@ -104,6 +122,21 @@ class attention {
   }
 
  private:
+  using gradients = ops::context_attention_gradients<T, MemorySpace>;
+
+  gradients core_gradients(heads const& d_out, exec_type const& exec) {
+    if (recompute_core_) probabilities_ = core(exec);
+    auto const d_prob = ops::einsum<"bthd,bshd->bhts">(d_out, value_, exec);
+    heads d_value = ops::einsum<"bhts,bthd->bshd">(probabilities_, d_out, exec);
+    auto const d_scores = ops::softmax_backward(probabilities_, d_prob, exec);  // the scale is the GEMMs' alpha
+    return {ops::einsum<"bhts,bshd->bthd">(scale_, d_scores, key_, exec),
+            ops::einsum<"bhts,bthd->bshd">(scale_, d_scores, query_, exec), std::move(d_value)};
+  }
+  gradients context_gradients(heads const& d_out, exec_type const& exec) {
+    if (recompute_core_) context_saved_ = ops::context_attention(query_, key_, value_, *context_, exec).saved;
+    return ops::context_attention_backward(context_saved_, d_out, exec);
+  }
+
   // The attention core: softmax of the scaled, causally masked scores.
   heads core(exec_type const& exec) const {
     return ops::softmax(ops::einsum<"bthd,bshd->bhts">(scale_, query_, key_, exec), ops::masking::causal, exec);
@@ -112,11 +145,15 @@ class attention {
   [[nodiscard]] std::size_t query_head_count() const { return q_.w().value().global_extents()[1]; }
   [[nodiscard]] bool grouped() const { return k_.w().value().global_extents()[1] != query_head_count(); }
 
+  [[nodiscard]] std::optional<ops::sequence_split> split() const {
+    if (!context_) return std::nullopt;
+    return ops::sequence_split{context_->axis, context_->order};
+  }
   heads rotated(heads const& x, exec_type const& exec) const {
-    return rotary_base_ > 0 ? ops::rotary(x, rotary_base_, exec) : x;
+    return rotary_base_ > 0 ? ops::rotary(x, rotary_base_, exec, split()) : x;
   }
   heads rotated_back(heads const& dy, exec_type const& exec) const {
-    return rotary_base_ > 0 ? ops::rotary_backward(dy, rotary_base_, exec) : dy;
+    return rotary_base_ > 0 ? ops::rotary_backward(dy, rotary_base_, exec, split()) : dy;
   }
   // Keys or values of every query head, in the queries' layout.
   heads query_heads(heads const& shared, exec_type const& exec) const {
@@ -132,9 +169,11 @@ class attention {
   output o_;
   double rotary_base_ = 0;
   accumulation_t<T> scale_ = 1;
+  std::optional<ops::context_options> context_;
   bool recompute_core_ = false;
   heads query_, key_, value_;
   dynamic_dtensor<T, 4, MemorySpace> probabilities_;
+  ops::context_attention_state<T, MemorySpace> context_saved_;
 };
 
 }  // namespace shardmesh::parallel

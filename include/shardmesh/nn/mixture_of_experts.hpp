@@ -60,6 +60,22 @@ void product(Exec const& exec, std::size_t m, std::size_t n, std::size_t k, T co
                           ops::gemm_strides{{}, static_cast<std::ptrdiff_t>(n), 1});
 }
 
+// y[n] = sum_j gate(n, j) slot(n k + j). (A free function: nvcc takes no device lambda in a private member.)
+template <class Exec, class Slots, class Gates, class Y>
+void combine(Exec const& exec, Slots const& slots, Gates const& gates, Y const& y) {
+  using A = typename Gates::non_const_value_type;
+  using T = typename Y::non_const_value_type;
+  std::size_t const k = gates.extent(1);
+  Kokkos::parallel_for(
+      "shardmesh::mixture_of_experts::combine",
+      Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(exec, {0, 0}, {y.extent(0), y.extent(1)}),
+      KOKKOS_LAMBDA(std::size_t n, std::size_t c) {
+        A sum = 0;
+        for (std::size_t j = 0; j < k; ++j) sum += gates(n, j) * static_cast<A>(slots(n * k + j, c));
+        y(n, c) = static_cast<T>(sum);
+      });
+}
+
 }  // namespace detail
 
 template <class T, class MemorySpace>
@@ -135,7 +151,7 @@ class mixture_of_experts {
     });
     slots_ = exchange_->from_experts(out, exec);
     activation y = ops::detail::make_like<T, 3, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
-    combine(exec, slots_, gates_, ops::local::as_rows(y.local(), C));
+    detail::combine(exec, slots_, gates_, ops::local::as_rows(y.local(), C));
     return y;
   }
 
@@ -278,21 +294,6 @@ class mixture_of_experts {
     rows_view act(alloc("activations"), hidden_.extent(0), hidden_.extent(1));
     ops::local::gelu_forward(exec, ops::local::flat(hidden_), ops::local::flat(act));
     return act;
-  }
-
-  // y[n] = sum_j gate(n, j) slot(n k + j).
-  template <class Y>
-  static void combine(exec_type const& exec, rows_view const& slots,
-                      Kokkos::View<A**, Kokkos::LayoutRight, MemorySpace> const& gates, Y const& y) {
-    std::size_t const k = gates.extent(1);
-    Kokkos::parallel_for(
-        "shardmesh::mixture_of_experts::combine",
-        Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {y.extent(0), y.extent(1)}),
-        KOKKOS_LAMBDA(std::size_t n, std::size_t c) {
-          A sum = 0;
-          for (std::size_t j = 0; j < k; ++j) sum += gates(n, j) * static_cast<A>(slots(n * k + j, c));
-          y(n, c) = static_cast<T>(sum);
-        });
   }
 
   template <class U = A>

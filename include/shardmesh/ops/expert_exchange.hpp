@@ -47,6 +47,37 @@
 
 namespace shardmesh::ops {
 
+namespace detail {
+
+// Row maps of copy_rows: i itself, or map(i) / divide.
+struct identity_row {
+  KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return i; }
+};
+template <class MemorySpace>
+struct mapped_row {
+  Kokkos::View<std::size_t*, MemorySpace> map;
+  std::size_t divide = 1;
+  KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return map(i) / divide; }
+};
+
+// to[to_row(i)] = from[from_row(i)] for the first n rows of C elements: a team per row, its elements in order.
+// (A free function: nvcc takes no device lambda in a private member.)
+template <class ExecSpace, class T, class FromRow, class ToRow>
+void copy_rows(ExecSpace const& exec, std::size_t n, std::size_t C, T const* from, FromRow from_row, T* to,
+               ToRow to_row) {
+  using policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "shardmesh::expert_exchange::copy_rows", policy(exec, static_cast<int>(n), Kokkos::AUTO),
+      KOKKOS_LAMBDA(typename policy::member_type const& team) {
+        auto const i = static_cast<std::size_t>(team.league_rank());
+        T const* source = from + from_row(i) * C;
+        T* target = to + to_row(i) * C;
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, C), [&](std::size_t c) { target[c] = source[c]; });
+      });
+}
+
+}  // namespace detail
+
 template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
 class expert_exchange {
  public:
@@ -54,6 +85,7 @@ class expert_exchange {
   template <class T>
   using rows_view = Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace>;
   using choices_view = Kokkos::View<int const**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using mapped = detail::mapped_row<MemorySpace>;
 
   // choices [N, k]: each token's experts. capacity_factor 0: dropless.
   expert_exchange(device_mesh const& mesh, std::string_view axis, std::size_t experts, choices_view choices,
@@ -92,10 +124,10 @@ class expert_exchange {
                                     std::to_string(tokens_ * k_) + ")");
     std::size_t const C = x.extent(1), per = x.extent(0) == tokens_ ? k_ : 1;
     auto const out_flat = buffer<T>(sent_ * C), in_flat = buffer<T>(rows_ * C);
-    copy_rows(exec, sent_, C, x.data(), indexed{send_slots_, per}, out_flat.data(), identity{});
+    detail::copy_rows(exec, sent_, C, x.data(), mapped{send_slots_, per}, out_flat.data(), detail::identity_row{});
     all_to_all_v(*group_, out_flat, scaled(send_counts_, C), in_flat, scaled(recv_counts_, C), exec);
     auto const y = detail::pooled<rows_view<T>>(mesh_, {rows_, C});
-    copy_rows(exec, rows_, C, in_flat.data(), identity{}, y.data(), indexed{recv_places_, 1});
+    detail::copy_rows(exec, rows_, C, in_flat.data(), detail::identity_row{}, y.data(), mapped{recv_places_, 1});
     return y;
   }
 
@@ -106,40 +138,15 @@ class expert_exchange {
                                     " rows; the experts received " + std::to_string(rows_));
     std::size_t const C = y.extent(1);
     auto const out_flat = buffer<T>(rows_ * C), in_flat = buffer<T>(sent_ * C);
-    copy_rows(exec, rows_, C, y.data(), indexed{recv_places_, 1}, out_flat.data(), identity{});
+    detail::copy_rows(exec, rows_, C, y.data(), mapped{recv_places_, 1}, out_flat.data(), detail::identity_row{});
     all_to_all_v(*group_, out_flat, scaled(recv_counts_, C), in_flat, scaled(send_counts_, C), exec);
     auto const x = detail::pooled<rows_view<T>>(mesh_, {tokens_ * k_, C});
     if (sent_ != tokens_ * k_) Kokkos::deep_copy(exec, x, T(0));  // zero where dropped
-    copy_rows(exec, sent_, C, in_flat.data(), identity{}, x.data(), indexed{send_slots_, 1});
+    detail::copy_rows(exec, sent_, C, in_flat.data(), detail::identity_row{}, x.data(), mapped{send_slots_, 1});
     return x;
   }
 
  private:
-  // Row maps of copy_rows: i itself, or map(i) / divide.
-  struct identity {
-    KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return i; }
-  };
-  struct indexed {
-    Kokkos::View<std::size_t*, MemorySpace> map;
-    std::size_t divide = 1;
-    KOKKOS_FUNCTION std::size_t operator()(std::size_t i) const { return map(i) / divide; }
-  };
-
-  // to[to_row(i)] = from[from_row(i)] for the first n rows of C elements: a team per row, its elements in order.
-  template <class T, class FromRow, class ToRow>
-  static void copy_rows(exec_type const& exec, std::size_t n, std::size_t C, T const* from, FromRow from_row, T* to,
-                        ToRow to_row) {
-    using policy = Kokkos::TeamPolicy<exec_type>;
-    Kokkos::parallel_for(
-        "shardmesh::expert_exchange::copy_rows", policy(exec, static_cast<int>(n), Kokkos::AUTO),
-        KOKKOS_LAMBDA(typename policy::member_type const& team) {
-          auto const i = static_cast<std::size_t>(team.league_rank());
-          T const* source = from + from_row(i) * C;
-          T* target = to + to_row(i) * C;
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, C), [&](std::size_t c) { target[c] = source[c]; });
-        });
-  }
-
   // Buffers and results from the mesh's pool (ops/detail/result_pool.hpp): a
   // layer exchanges the same sizes every step, and fresh memory would cost
   // its page faults every time.

@@ -12,7 +12,9 @@
 //                              summed over its query heads, in layout l,
 //                              partial over the axes that split a group
 //
-// rotary needs the sequence and the head size whole (moved there if not);
+// rotary needs the sequence and the head size whole (moved there if not),
+// or, given a sequence_split, keeps a sequence split on its axis alone and
+// reads each token's position from the split's order;
 // the head ops move their input to the output's placement outside the
 // heads, and need the key/value heads a rank's query heads read to be
 // local: shared ones replicated, or split so that groups stay whole.
@@ -23,32 +25,54 @@
 #include "shardmesh/ops/local/head_groups.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/rotary.hpp"
+#include "shardmesh/ops/sequence_chunks.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace shardmesh::ops {
 
 template <class T, class MemorySpace>
 using heads_tensor = dynamic_dtensor<T, 4, MemorySpace>;
 
+// A sequence split on a mesh axis in an order (ops/sequence_chunks.hpp):
+// where rotary reads each token's position when it keeps the split.
+struct sequence_split {
+  std::string_view axis = "cp";
+  sequence_order order = sequence_order::balanced;
+};
+
 namespace detail {
 
 template <class T, class MemorySpace>
 heads_tensor<T, MemorySpace> rotate(heads_tensor<T, MemorySpace> const& x, double base, bool inverse,
+                                    std::optional<sequence_split> const& split,
                                     execution_space_of<MemorySpace> const& exec) {
   std::size_t const d = x.global_extents()[3];
   if (d % 2 != 0 || !(base > 1))
     throw invalid_option_error("rotary: heads of size " + std::to_string(d) + " and base " + std::to_string(base) +
                                "; the head size must be even and the base above 1");
+  mesh_shape const& mesh = x.mesh().shape();
+  std::size_t const axis = split ? mesh.find(split->axis) : npos;
   bound_layout l = x.bound();
-  l.dims[1] = bound_dim{};
+  bound_dim const& sequence = l.dims[1];
+  bool const keeps_split = axis != npos && sequence.count == 1 && sequence.axes[0] == axis &&
+                           sequence.dist == distribution::block &&
+                           x.global_extents()[1] % sequence_pieces(mesh.extent(axis), split->order) == 0;
+  if (!keeps_split) l.dims[1] = bound_dim{};
   l.dims[3] = bound_dim{};
   auto const in = to_layout(x, l, exec);
   auto out = make_like<T, 4, MemorySpace>(x.mesh(), l, x.global_extents());
   auto const& local = in.local();
-  local::rotary_positions const positions{local.extent(2), local.extent(1), 0};
+  local::rotary_positions positions{local.extent(2), local.extent(1), 0};
+  if (keeps_split) {  // this rank's one or two runs of positions
+    auto const runs = rank_chunks(x.global_extents()[1], mesh.extent(axis), x.mesh().coordinates()[axis], split->order);
+    positions.first = runs.front().position;
+    if (runs.size() > 1) positions.split = runs.back().begin, positions.second = runs.back().position;
+  }
   local::rotary(exec, rows_of(local), rows_of(out.local()), positions, base, inverse);
   return out;
 }
@@ -114,16 +138,18 @@ auto as_heads(View const& v) {
 
 template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> rotary(heads_tensor<T, MemorySpace> const& x, double base,
-                                                  execution_space_of<MemorySpace> const& exec = {}) {
+                                                  execution_space_of<MemorySpace> const& exec = {},
+                                                  std::optional<sequence_split> const& split = {}) {
   require_held("rotary", x);
-  return detail::rotate(x, base, false, exec);
+  return detail::rotate(x, base, false, split, exec);
 }
 
 template <class T, class MemorySpace>
 [[nodiscard]] heads_tensor<T, MemorySpace> rotary_backward(heads_tensor<T, MemorySpace> const& dy, double base,
-                                                           execution_space_of<MemorySpace> const& exec = {}) {
+                                                           execution_space_of<MemorySpace> const& exec = {},
+                                                           std::optional<sequence_split> const& split = {}) {
   require_held("rotary_backward", dy);
-  return detail::rotate(dy, base, true, exec);
+  return detail::rotate(dy, base, true, split, exec);
 }
 
 template <class T, class MemorySpace>

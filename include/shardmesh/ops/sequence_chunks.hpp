@@ -23,6 +23,14 @@ namespace shardmesh::ops {
 
 enum class sequence_order { contiguous, balanced };
 
+// How attention reads a sequence split over ranks (ops/context_attention.hpp):
+// key/value blocks passed round a ring, or an all-to-all to the heads and back.
+enum class context_form { ring, all_to_all };
+
+[[nodiscard]] constexpr std::string_view to_string(context_form f) {
+  return f == context_form::ring ? "ring" : "all-to-all";
+}
+
 [[nodiscard]] constexpr std::string_view to_string(sequence_order o) {
   return o == sequence_order::contiguous ? "contiguous" : "balanced";
 }

@@ -196,7 +196,7 @@ struct kv_layouts {
   transformer_layouts const L(mesh, sequence_parallel);
   std::size_t const tp = mesh.extent(mesh.find("tp"));
   if (kv_heads == heads || kv_heads % tp == 0) return {L.heads_in, L.heads};
-  return {layout{replicated, replicated, replicated}, layout{L.whole_rows[0], replicated, replicated, replicated}};
+  return {layout{replicated, replicated, replicated}, layout{L.whole_rows[0], L.whole_rows[1], replicated, replicated}};
 }
 
 // Multi-head attention (nn/attention.hpp): projections qkv (its input kept)

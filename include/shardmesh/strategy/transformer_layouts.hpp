@@ -5,6 +5,12 @@
 // with sequence parallelism, on the sequence by tp; weights sharded by tp on
 // features (column-parallel), on inputs (row-parallel), on heads, or on the
 // vocabulary. Every collective of the layers follows from these layouts.
+// With a "cp" axis (context parallelism) every activation keeps its
+// sequence split on cp, in the balanced order (ops/sequence_chunks.hpp),
+// through the whole model: only attention needs the whole sequence, and it
+// passes key/value blocks round the ring or moves to the heads
+// (ops/context_attention.hpp); sequence parallelism then splits each cp
+// rank's tokens on tp as well.
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
@@ -13,7 +19,7 @@ namespace shardmesh::parallel {
 
 struct transformer_layouts {
   layout activation;  // [b, t, c] between blocks
-  layout whole_rows;  // [b, t, c] with the sequence whole: a column-parallel layer's input
+  layout whole_rows;  // [b, t, c] with the sequence whole (on cp alone): a column-parallel layer's input
   layout features;    // [b, t, f] sharded on features (tp): a column-parallel output, logits on the vocabulary
   layout heads;       // [b, t, h, d] sharded on heads (tp)
   layout scores;      // [b, h, t, s] attention scores, sharded on heads (tp)
@@ -28,13 +34,15 @@ struct transformer_layouts {
 
   transformer_layouts(mesh_shape const& mesh, bool sequence_parallel) {
     bool const dp = mesh.find("dp") != npos;
+    bool const cp = mesh.find("cp") != npos;
     dim_placement const batch = dp ? shard("dp") : replicated;
     dim_placement const tp = shard("tp");
     dim_placement const R = replicated;
-    activation = {batch, sequence_parallel ? tp : R, R};
-    whole_rows = {batch, R, R};
-    features = {batch, R, tp};
-    heads = {batch, R, tp, R};
+    dim_placement const sequence = cp ? shard("cp") : R;
+    activation = {batch, sequence_parallel ? (cp ? shard("cp", "tp") : tp) : sequence, R};
+    whole_rows = {batch, sequence, R};
+    features = {batch, sequence, tp};
+    heads = {batch, sequence, tp, R};
     scores = {batch, tp, R, R};
     column = {R, tp};
     row = {tp, R};
@@ -43,7 +51,7 @@ struct transformer_layouts {
     vocabulary = {tp, R};
     matrix = {R, R};
     vector = layout{R};
-    ids = {batch, R};
+    ids = {batch, sequence};
   }
 };
 

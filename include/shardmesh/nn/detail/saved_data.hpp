@@ -6,6 +6,7 @@
 // projections) is one pointer, listed as often as it is saved.
 
 #include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/ops/context_attention.hpp"
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/layer_norm.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
@@ -45,6 +46,15 @@ void add_saved_data(std::vector<void const*>& out, ops::cross_entropy_result<T, 
   add_saved_data(out, s.max);
   add_saved_data(out, s.sum_exp);
   add_saved_data(out, s.targets);
+}
+
+template <class T, class MemorySpace>
+void add_saved_data(std::vector<void const*>& out, ops::context_attention_state<T, MemorySpace> const& s) {
+  add_saved_data(out, s.q);
+  add_saved_data(out, s.k);
+  add_saved_data(out, s.v);
+  add_saved_data(out, s.out);
+  add_saved_data(out, s.lse);
 }
 
 template <class X>

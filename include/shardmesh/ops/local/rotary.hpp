@@ -18,11 +18,18 @@
 
 namespace shardmesh::ops::local {
 
-// Row r's position: first + (r / heads) % sequence, for rows [b, t, h] of a
-// shard holding positions [first, first + sequence).
+// Row r's position, for rows [b, t, h] of a shard of `sequence` tokens per
+// sample: first + t (t = (r / heads) % sequence) for the tokens before
+// `split`, second + (t - split) after it; a shard holding positions
+// [first, first + sequence) leaves split past the end. (Two runs: a
+// context-parallel rank's tokens in the balanced order, ops/sequence_chunks.hpp.)
 struct rotary_positions {
   std::size_t heads = 1, sequence = 1, first = 0;
-  KOKKOS_INLINE_FUNCTION std::size_t operator()(std::size_t r) const { return first + (r / heads) % sequence; }
+  std::size_t split = static_cast<std::size_t>(-1), second = 0;
+  KOKKOS_INLINE_FUNCTION std::size_t operator()(std::size_t r) const {
+    std::size_t const t = (r / heads) % sequence;
+    return t < split ? first + t : second + (t - split);
+  }
 };
 
 // y = x rotated (or rotated back, inverse). y may be x.
