@@ -66,11 +66,17 @@ struct shape {
   }
 };
 
+// Values in [-0.5, 0.5) from an element's index: a functor, as a device compiler takes no local lambda into generate.
+struct pattern {
+  std::size_t salt;
+  KOKKOS_FUNCTION float operator()(std::size_t i) const {
+    return static_cast<float>((i * 7 + salt) % 17) / 17.0F - 0.5F;
+  }
+};
+
 heads filled(shape const& s, std::size_t salt) {
   layout const l{replicated, shard("cp"), replicated, replicated};
-  return generate<float, host>(world_mesh(), l, std::array<std::size_t, 4>{s.B, s.T, s.H, s.D}, [salt](std::size_t i) {
-    return static_cast<float>((i * 7 + salt) % 17) / 17.0F - 0.5F;
-  });
+  return generate<float, host>(world_mesh(), l, std::array<std::size_t, 4>{s.B, s.T, s.H, s.D}, pattern{salt});
 }
 
 enum class part { ring, compute, p2p };
