@@ -66,7 +66,6 @@ class attention {
         context_(std::move(context)) {
     std::size_t const d = q_.w().value().global_extents()[2];
     scale_ = static_cast<accumulation_t<T>>(1 / std::sqrt(static_cast<double>(d)));
-    if (context_) context_->scale = 1 / std::sqrt(static_cast<double>(d));
   }
 
   // visit(name, parameter): prefix + "wq", "wk", "wv", "wo".

@@ -131,7 +131,6 @@ class mixture_of_experts {
     auto const xr = ops::local::as_rows(x.local(), C);
     rows_view const logits(alloc("logits"), N, E);
     detail::product(exec, N, E, C, xr.data(), false, router_.value().local().data(), false, A(0), logits.data());
-    exec.fence("shardmesh::mixture_of_experts: logits to the host");
     auto const host_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, logits);
     routing_ = ops::local::route_tokens(std::vector<double>(host_logits.data(), host_logits.data() + N * E), N, E, k);
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> const choices(routing_.choice.data(), N, k);
@@ -159,7 +158,6 @@ class mixture_of_experts {
   [[nodiscard]] double auxiliary_loss() const {
     return options_.balance * routing_.balance_loss + options_.z_loss * routing_.z_loss;
   }
-  [[nodiscard]] ops::local::routing const& last_routing() const { return routing_; }
   [[nodiscard]] std::size_t dropped() const { return exchange_ ? exchange_->dropped() : 0; }
 
   template <class Visit>
@@ -190,7 +188,7 @@ class mixture_of_experts {
           d_gate(n, j) = dot;
         });
     rows_view const d_out = exchange_->to_experts(d_slots, exec);
-    auto d_up = gradient_like(up_, exec), d_down = gradient_like(down_, exec);
+    auto d_up = gradient_like(up_), d_down = gradient_like(down_);
     rows_view const act = activated(exec), d_act(alloc("activation gradient"), M, F),
                     d_rows(alloc("row gradients"), M, C);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
@@ -218,14 +216,13 @@ class mixture_of_experts {
           dxr(n, c) = static_cast<T>(sum);
         });
     // The router: its logits' gradient from the gates and the auxiliary losses, on the host.
-    exec.fence("shardmesh::mixture_of_experts: gate gradients to the host");
     auto const host_d_gate = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, d_gate);
     std::vector<double> const d_logits_host =
         ops::local::route_backward(routing_, std::vector<double>(host_d_gate.data(), host_d_gate.data() + N * k),
                                    aux_weight * options_.balance, aux_weight * options_.z_loss);
     rows_view const d_logits = to_device<T>(d_logits_host, N, E);
     auto const xr = ops::local::as_rows(x_.local(), C);
-    auto d_router = gradient_like(router_, exec);
+    auto d_router = gradient_like(router_);
     detail::product(exec, C, E, N, xr.data(), true, d_logits.data(), false, A(0), d_router.local().data());
     detail::product(exec, N, C, E, d_logits.data(), false, router_.value().local().data(), true, A(1), dxr.data());
     router_.accumulate(std::move(d_router), exec);
@@ -261,7 +258,7 @@ class mixture_of_experts {
 
   // A gradient of w in its compute layout, partial over the token axes that do not split w.
   template <class W>
-  typename W::tensor gradient_like(W const& w, exec_type const&) const {
+  typename W::tensor gradient_like(W const& w) const {
     bound_layout l = w.compute_layout();
     for (std::size_t a = 0; a < max_mesh_axes; ++a) {
       bool splits_w = false;

@@ -108,8 +108,6 @@ class expert_exchange {
     plan(choices, capacity_factor);
   }
 
-  [[nodiscard]] std::size_t tokens() const { return tokens_; }
-  [[nodiscard]] std::size_t choices() const { return k_; }
   // Rows this rank's experts receive, and how many each (in expert order).
   [[nodiscard]] std::size_t rows() const { return rows_; }
   [[nodiscard]] std::vector<std::size_t> const& expert_rows() const { return expert_rows_; }
