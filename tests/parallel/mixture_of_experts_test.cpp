@@ -2,9 +2,10 @@
 // reference in double with plain loops that routes the same way: the
 // output and the auxiliary losses exactly (1e-12), and every gradient
 // (input, router, both experts' weights) against central finite
-// differences of the serial objective J = sum(y . dy) + w sum over ranks of
-// each rank's auxiliary losses, which checks the load-balancing and z-loss
-// gradients by finite differences too. Meshes: ep alone on 1, 2, 4 ranks,
+// differences of the serial objective J = sum(y . dy) + w (the auxiliary
+// losses over every token), which checks the load-balancing and z-loss
+// gradients by finite differences too; the auxiliary losses are the same
+// on every rank and mesh. Meshes: ep alone on 1, 2, 4 ranks,
 // and dp x ep on 4; top-1 and top-2; dropless and capacity factors that
 // drop (the serial reference applies the same rule per expert group); every
 // token on one expert. Finite differences: step 1e-5 on values of order 1,
@@ -54,18 +55,17 @@ struct serial {
   std::size_t k;
   double factor, balance, z, weight;
   std::vector<std::vector<std::size_t>> groups;  // per expert group: its ranks' batch rows, in rank order
-  std::size_t rows_per_rank;
 
   struct result {
     values y;
     double objective = 0;
-    std::vector<double> auxiliary;  // per rank, in the groups' order
+    double auxiliary = 0;
     std::size_t dropped = 0;
   };
 
   result run(inputs const& in) const {
     std::size_t const N = s.B * s.T;
-    result r{values(N * s.C, 0.0), 0, {}, 0};
+    result r{values(N * s.C, 0.0), 0, 0, 0};
     values p(N * s.E), lse(N);
     std::vector<std::vector<std::size_t>> choice(N);
     std::vector<values> gate(N);
@@ -120,24 +120,18 @@ struct serial {
         }
       }
     for (std::size_t i = 0; i < r.y.size(); ++i) r.objective += r.y[i] * in.dy[i];
-    // Each rank's auxiliary losses over its own tokens.
-    for (auto const& rows : groups)
-      for (std::size_t first = 0; first < rows.size(); first += rows_per_rank) {
-        std::size_t const tokens = rows_per_rank * s.T;
-        values share(s.E, 0.0), mean(s.E, 0.0);
-        double zl = 0;
-        for (std::size_t i = first; i < first + rows_per_rank; ++i)
-          for (std::size_t t = 0; t < s.T; ++t) {
-            std::size_t const n = rows[i] * s.T + t;
-            for (std::size_t j = 0; j < k; ++j) share[choice[n][j]] += 1.0 / static_cast<double>(tokens * k);
-            for (std::size_t e = 0; e < s.E; ++e) mean[e] += p[n * s.E + e] / static_cast<double>(tokens);
-            zl += lse[n] * lse[n] / static_cast<double>(tokens);
-          }
-        double bl = 0;
-        for (std::size_t e = 0; e < s.E; ++e) bl += static_cast<double>(s.E) * share[e] * mean[e];
-        r.auxiliary.push_back(balance * bl + z * zl);
-        r.objective += weight * r.auxiliary.back();
-      }
+    // The auxiliary losses over every token.
+    values share(s.E, 0.0), mean(s.E, 0.0);
+    double zl = 0;
+    for (std::size_t n = 0; n < N; ++n) {
+      for (std::size_t j = 0; j < k; ++j) share[choice[n][j]] += 1.0 / static_cast<double>(N * k);
+      for (std::size_t e = 0; e < s.E; ++e) mean[e] += p[n * s.E + e] / static_cast<double>(N);
+      zl += lse[n] * lse[n] / static_cast<double>(N);
+    }
+    double bl = 0;
+    for (std::size_t e = 0; e < s.E; ++e) bl += static_cast<double>(s.E) * share[e] * mean[e];
+    r.auxiliary = balance * bl + z * zl;
+    r.objective += weight * r.auxiliary;
     return r;
   }
 
@@ -177,7 +171,7 @@ void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
   device_mesh const mesh(MPI_COMM_WORLD, shape);
   sizes const s;
   bool const dp = shape.find("dp") != npos;
-  std::size_t const ep = shape.extent(shape.find("ep")), replicas = dp ? shape.extent(shape.find("dp")) : 1;
+  std::size_t const replicas = dp ? shape.extent(shape.find("dp")) : 1;
   INFO("mesh " << to_string(shape).view() << ", top-" << k << ", capacity factor " << factor
                << (how == routing::one_expert ? ", every token on expert 0" : ""));
   inputs in{test::pseudo_random(s.B * s.T * s.C, 1), test::pseudo_random(s.C * s.E, 2),
@@ -187,7 +181,7 @@ void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
     for (double& v : in.x) v = std::abs(v) + 0.25;  // positive tokens, and a router column that wins for all
     for (std::size_t c = 0; c < s.C; ++c) in.router[c * s.E] = 4;
   }
-  serial reference{s, k, factor, 0.1, 0.01, 0.5, {}, s.B / (replicas * ep)};
+  serial reference{s, k, factor, 0.1, 0.01, 0.5, {}};
   for (std::size_t d = 0; d < replicas; ++d) {  // batch rows split (dp, ep), dp major: replica d's group
     std::vector<std::size_t> rows;
     for (std::size_t b = d * s.B / replicas; b < (d + 1) * s.B / replicas; ++b) rows.push_back(b);
@@ -202,17 +196,15 @@ void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
             layer::expert_weight("down", mesh, {shard("ep"), R, R}, {s.E, s.F, s.C}, in.down),
             {.top_k = k, .capacity_factor = factor, .balance = 0.1, .z_loss = 0.01});
   auto const x = test::make<3>(mesh, tokens, {s.B, s.T, s.C}, in.x);
-  auto const y = moe.forward(x);
+  auto const y = moe.forward(x, {}, reference.weight);
   require_near("output", test::values_of(y), want.y, 1e-12);
-  // This rank's auxiliary losses: rank (d, e) is the e-th of group d.
-  std::size_t const me = dp ? mesh.coordinates()[0] * ep + mesh.coordinates()[1] : mesh.rank();
-  REQUIRE(std::abs(moe.auxiliary_loss() - want.auxiliary[me]) <= 1e-12);
+  REQUIRE(std::abs(moe.auxiliary_loss() - want.auxiliary) <= 1e-12);
   std::size_t dropped = moe.dropped();
   MPI_Allreduce(MPI_IN_PLACE, &dropped, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
   REQUIRE(dropped == want.dropped);
   if (factor == 0) REQUIRE(dropped == 0);
 
-  auto const dx = moe.backward(test::make<3>(mesh, tokens, {s.B, s.T, s.C}, in.dy), reference.weight);
+  auto const dx = moe.backward(test::make<3>(mesh, tokens, {s.B, s.T, s.C}, in.dy));
   require_near("input gradient", test::values_of(dx), reference.differences(in, &inputs::x), 1e-6);
   std::vector<values> grads;
   moe.for_each_parameter("", [&](std::string const&, auto& p) { grads.push_back(gradient_of(p)); });
@@ -234,7 +226,8 @@ TEST_CASE("mixture of experts with every token on one expert", "[parallel][exper
     for (double factor : {0.0, 1.0}) check(shape, 1, factor, routing::one_expert);
 }
 
-TEST_CASE("mixture of experts refuses inputs whose tokens are not split on ep", "[parallel][experts]") {
+TEST_CASE("mixture of experts refuses a top-k above its experts and inputs whose tokens are not split on ep",
+          "[parallel][experts]") {
   auto const n = static_cast<std::size_t>(test::world_size());
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"ep", n}});
   sizes const s;
@@ -242,10 +235,18 @@ TEST_CASE("mixture of experts refuses inputs whose tokens are not split on ep", 
   layer moe(layer::router_weight("router", mesh, {R, R}, {s.C, s.E}, test::pseudo_random(s.C * s.E, 2)),
             layer::expert_weight("up", mesh, {shard("ep"), R, R}, {s.E, s.C, s.F}, test::pseudo_random(80, 3)),
             layer::expert_weight("down", mesh, {shard("ep"), R, R}, {s.E, s.F, s.C}, test::pseudo_random(80, 4)), {});
-  auto const whole = test::make<3>(mesh, {R, R, R}, {s.B, s.T, s.C}, test::pseudo_random(48, 1));
-  REQUIRE_THROWS_AS(moe.forward(whole), invalid_layout_error);
-  auto const features = test::make<3>(mesh, {R, R, shard("ep")}, {s.B, s.T, s.C}, test::pseudo_random(48, 1));
-  REQUIRE_THROWS_AS(moe.forward(features), invalid_layout_error);
+  REQUIRE_THROWS_AS(
+      layer(layer::router_weight("router", mesh, {R, R}, {s.C, s.E}, test::pseudo_random(16, 2)),
+            layer::expert_weight("up", mesh, {shard("ep"), R, R}, {s.E, s.C, s.F}, test::pseudo_random(80, 3)),
+            layer::expert_weight("down", mesh, {shard("ep"), R, R}, {s.E, s.F, s.C}, test::pseudo_random(80, 4)),
+            {.top_k = s.E + 1}),
+      invalid_option_error);
+  if (n > 1) {  // on one rank, every layout holds every token and feature
+    auto const whole = test::make<3>(mesh, {R, R, R}, {s.B, s.T, s.C}, test::pseudo_random(48, 1));
+    REQUIRE_THROWS_AS(moe.forward(whole), invalid_layout_error);
+    auto const features = test::make<3>(mesh, {R, R, shard("ep")}, {s.B, s.T, s.C}, test::pseudo_random(48, 1));
+    REQUIRE_THROWS_AS(moe.forward(features), invalid_layout_error);
+  }
   REQUIRE_THROWS_AS(
       layer(layer::router_weight("router", mesh, {R, R}, {s.C, s.E}, test::pseudo_random(16, 2)),
             layer::expert_weight("up", mesh, {R, R, R}, {s.E, s.C, s.F}, test::pseudo_random(80, 3)),

@@ -1,5 +1,5 @@
 #pragma once
-// Training any model of the contract over a dp x pp x tp mesh of the
+// Training any model of the contract over a dp x (cp or ep) x pp x tp mesh of the
 // world's ranks, as the model tests do: the setups of the world (every
 // ZeRO stage and schedule that fits), and a run of some steps returning
 // every step's loss and gradient norm and the parameters this rank's stage
@@ -79,9 +79,8 @@ class model_run {
             std::size_t samples, run_options const& o)
       : setup_(su),
         config_(config),
-        mesh_(MPI_COMM_WORLD, su.cp > 1 ? mesh_shape{{"dp", su.dp}, {"cp", su.cp}, {"pp", su.pp}, {"tp", su.tp}}
-                                        : mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}}),
-        stage_(su.cp > 1 ? mesh_.submesh({"dp", "cp", "tp"}) : mesh_.submesh({"dp", "tp"})),
+        mesh_(MPI_COMM_WORLD, shape_of(su)),
+        stage_(mesh_.submesh(axis_set::all(mesh_.shape().ndim) - axis_set::of(mesh_.shape().find("pp")))),
         accounting_(parallel::batch_accounting::uneven(samples, su.micro_batches, su.dp)) {
     // MPI's reduce-scatter, whatever this machine would measure faster: two runs sum in the same order.
     stage_.state<collective_tuning>().prefer(reduce_scatter_algorithm::mpi);
@@ -146,6 +145,13 @@ class model_run {
   }
 
  private:
+  // dp, then cp and ep where the setup has them, pp, tp.
+  static mesh_shape shape_of(pipeline_setup const& su) {
+    if (su.ep > 0) return mesh_shape{{"dp", su.dp}, {"ep", su.ep}, {"pp", su.pp}, {"tp", su.tp}};
+    if (su.cp > 1) return mesh_shape{{"dp", su.dp}, {"cp", su.cp}, {"pp", su.pp}, {"tp", su.tp}};
+    return mesh_shape{{"dp", su.dp}, {"pp", su.pp}, {"tp", su.tp}};
+  }
+
   // The samples' tokens in the order a context-parallel model stores them (sequence_order.hpp).
   [[nodiscard]] std::vector<int> stored(std::vector<int> const& tokens) const {
     if (setup_.cp == 1) return tokens;

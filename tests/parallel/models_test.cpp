@@ -15,6 +15,12 @@
 //   every gradient; two micro-batches with the first's state stashed; three
 //   steps of training over dp x cp, cp x pp, cp x tp and cp = 4 with ZeRO 0
 //   to 3 and selective recomputation; the GPT refusing a cp axis;
+// - experts (a mixture of 4 in every other block, top-2, with the
+//   load-balancing and z-losses): one step on ep alone, dp x ep, ep x tp
+//   (with and without sequence parallelism) and tp = 3 beside ep = 1: loss,
+//   auxiliary losses, logits and every gradient of the objective; three
+//   AdamW steps over dp x ep, ep x pp (1F1B: micro-batches' routing
+//   stashed), ep x tp and ep = 4 with ZeRO 0 to 3 and full recomputation;
 // - bad sizes refused with an error naming the field, on every rank;
 // - the tests' own residual MLP (residual_mlp.hpp: blocks of MLP widths 6,
 //   15, 4 and 11, written with the public API alone) trained likewise
@@ -73,7 +79,18 @@ lr::config small(std::size_t kv_heads, std::size_t batch, std::size_t layers = 2
 }
 
 parallel::llama_config config_of(lr::config const& c, bool sequence_parallel = false) {
-  return {c.V, c.T, c.C, c.H, c.K, c.D, c.F, c.L, c.eps, c.base, sequence_parallel};
+  parallel::llama_config out{c.V, c.T, c.C, c.H, c.K, c.D, c.F, c.L, c.eps, c.base, sequence_parallel};
+  out.experts = {.count = c.E, .every = c.every, .top_k = c.k, .balance = c.balance, .z_loss = c.z};
+  return out;
+}
+
+// 4 experts in block h1 of 2, top-2, both auxiliary losses weighted to matter.
+lr::config with_experts(std::size_t batch) {
+  lr::config c = small(2, batch);
+  c.E = 4;
+  c.balance = 0.1;
+  c.z = 0.01;
+  return c;
 }
 
 dynamic_dtensor<int, 2, host> ids(device_mesh const& mesh, layout const& l, lr::config const& c,
@@ -220,6 +237,47 @@ TEST_CASE("a context-parallel Llama's gradients over two micro-batches, the firs
     }
 }
 
+TEST_CASE("a Llama with experts equals the serial reference on ep, dp x ep and ep x tp: losses, logits, gradients",
+          "[parallel][llama][experts]") {
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<mesh_shape> shapes;
+  if (4 % n == 0) shapes.push_back(mesh_shape{{"ep", n}, {"tp", 1}});
+  if (n == 3) shapes.push_back(mesh_shape{{"ep", 1}, {"tp", 3}});
+  if (n == 4) {
+    shapes.push_back(mesh_shape{{"dp", 2}, {"ep", 2}, {"tp", 1}});
+    shapes.push_back(mesh_shape{{"ep", 2}, {"tp", 2}});
+  }
+  if (shapes.empty()) return;
+  lr::config const c = with_experts(4);
+  values const start = lr::init(c, 3);
+  auto const tokens = lr::tokens(c, 3, 1);
+  auto const targets = lr::tokens(c, 3, 2);
+  lr::forward_result const want = lr::forward(c, start, tokens, targets);
+  REQUIRE(want.auxiliary > 0.05);  // weighted to matter beside the loss
+  values const want_grads = on_every_rank(test::world_rank() == 0 ? lr::gradients(c, start, tokens, targets) : start);
+  for (mesh_shape const& shape : shapes)
+    for (bool sp : {false, true}) {
+      if (sp && shape.extent(shape.find("tp")) == 1) continue;
+      INFO(to_string(shape).view() << (sp ? ", sequence parallel" : ""));
+      device_mesh const mesh(MPI_COMM_WORLD, shape);
+      model m(mesh, config_of(c, sp), [&](std::string const& name) { return start.at(name); });
+      layout const l = m.layouts().ids;
+      auto const f = m.forward(ids(mesh, l, c, tokens), ids(mesh, l, c, targets));
+      CHECK(std::abs(f.loss - want.loss) <= 1e-4 * want.loss);
+      CHECK(std::abs(m.auxiliary_loss() - want.auxiliary) <= 1e-4 * want.auxiliary);
+      m.backward();
+      require_close_to_scale("logits", gathered(f.logits), want.logits, 1e-4);
+      auto const declared = lr::shapes(c);
+      std::size_t i = 0;
+      m.for_each_parameter([&](std::string const& name, auto& p) {
+        REQUIRE(i < declared.size());
+        CHECK(declared[i++].first == name);
+        require_close_to_scale(name, gathered(p.grad()), want_grads.at(name), 1e-4);
+      });
+      CHECK(i == declared.size());
+    }
+}
+
 TEST_CASE("the GPT refuses a cp axis: its learned positions are read by index", "[parallel][llama][context]") {
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"cp", dynamic_extent}, {"tp", 1}});
   parallel::gpt_config const g{
@@ -329,6 +387,45 @@ TEST_CASE("a context-parallel Llama trains over dp x cp x pp x tp, both forms, e
   }
 }
 
+TEST_CASE("a Llama with experts trains over dp x ep x pp x tp, every ZeRO stage, as serial AdamW",
+          "[parallel][llama][experts]") {
+  // Two micro-batches, whose auxiliary losses the reference takes apart; full recomputation once (the routing
+  // made again in backward).
+  auto const n = static_cast<std::size_t>(test::world_size());
+  std::vector<setup> setups;
+  auto const with_ep = [](setup s, std::size_t ep) {
+    s.ep = ep;
+    return s;
+  };
+  if (n == 1) setups = {with_ep({1, 1, 1, schedule_kind::gpipe, 1, zero_stage::none, 2, {}}, 1)};
+  if (n == 2)
+    setups = {with_ep({1, 1, 1, schedule_kind::gpipe, 1, zero_stage::optimizer_state, 2, {}}, 2),
+              with_ep({1, 2, 1, schedule_kind::one_f_one_b, 1, zero_stage::gradients, 2, {}}, 1)};
+  if (n == 4)
+    setups = {with_ep({2, 1, 1, schedule_kind::gpipe, 1, zero_stage::parameters, 2, {}}, 2),
+              with_ep({1, 2, 1, schedule_kind::one_f_one_b, 1, zero_stage::optimizer_state, 2, {}}, 2),
+              with_ep({1, 1, 2, schedule_kind::gpipe, 1, zero_stage::gradients, 2, {}}, 2),
+              with_ep({1, 1, 1, schedule_kind::gpipe, 1, zero_stage::none, 2, {}}, 4)};
+  if (setups.empty()) return;
+  lr::config c = with_experts(4);
+  c.micro = 2;
+  values const start = lr::init(c, 5);
+  auto const batch_of = [&](std::size_t step) {
+    return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
+  };
+  history const want = reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
+    batch const b = batch_of(step);
+    return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
+  });
+  for (std::size_t i = 0; i < setups.size(); ++i) {
+    parallel::llama_config config = config_of(c);
+    if (i == 3) config.recompute = parallel::recompute_mode::full;
+    INFO(describe(setups[i]));
+    history const h = train<model>(setups[i], config, start, c.B, batch_of, options);
+    require_close(h, restricted(want, h), tolerance);
+  }
+}
+
 TEST_CASE("a model written only in the tests trains through the trainer and pipelines as its serial reference",
           "[parallel][models]") {
   namespace rr = test::residual_reference;
@@ -411,6 +508,21 @@ TEST_CASE("a Llama of bad sizes is refused with the field named, on every rank, 
   bad = config_of(c);
   bad.rope_base = 1;
   fails(bad, "rope_base = 1.000000 is not above 1");
+  bad = config_of(c);
+  bad.experts = {.count = 4, .top_k = 5};
+  fails(bad, "experts.top_k = 5: each token goes to 1 or 2 of the 4 experts");
+}
+
+TEST_CASE("a Llama with experts is refused on a mesh without ep, or an ep that does not divide them, on every rank",
+          "[parallel][llama][experts]") {
+  lr::config c = with_experts(2);
+  values const start = lr::init(c, 3);
+  auto const source = [&](std::string const& name) { return start.at(name); };
+  device_mesh const no_ep(MPI_COMM_WORLD, mesh_shape{{"tp", dynamic_extent}});
+  REQUIRE_THROWS_AS(model(no_ep, config_of(c), source), invalid_mesh_error);
+  if (test::world_size() != 3) return;
+  device_mesh const three(MPI_COMM_WORLD, mesh_shape{{"ep", 3}, {"tp", 1}});
+  REQUIRE_THROWS_AS(model(three, config_of(c), source), invalid_option_error);
 }
 
 }  // namespace models_test

@@ -25,6 +25,17 @@
 //   logits = RMS(x; lnf_g).whead
 //   loss = mean over the targets that are not padding (-1) of logsumexp(logits) - logits[target]
 //
+// With E experts, block l with (l + 1) % every == 0 has, in place of the
+// SwiGLU MLP ("w1", "w3", "w2"), "router" [C][E], "experts_up" [E][C][F]
+// and "experts_down" [E][F][C]: per token, p = softmax(h2.router), the k
+// largest (ties to the lower index), gates p_e / (sum of the chosen p),
+// x = x + sum over the chosen of gate gelu(h2.up_e).down_e (gelu's tanh
+// form); no token dropped. Each of `micro` equal parts of the batch adds to
+// the objective (tokens of the part / all tokens) times
+//   balance E sum_e f_e P_e + z mean(logsumexp(h2.router)^2)
+// over the part's tokens (f_e: e's share of the part's choices; P_e: its
+// mean probability).
+//
 // Finite differences: g = (loss(p + h) - loss(p - h)) / 2h with h = 1e-5.
 // The loss is O(1) and smooth: the truncation error is h^2/6 |loss'''| ~
 // 1e-11, the rounding error about 1e-16 / h = 1e-11; gradients are good to
@@ -45,6 +56,10 @@ namespace shardmesh::test::llama_reference {
 struct config {
   std::size_t V = 0, T = 0, C = 0, H = 0, K = 0, D = 0, F = 0, L = 0, B = 0;
   double eps = 1e-5, base = 10000;
+  std::size_t E = 0, every = 2, k = 2, micro = 1;  // experts (none while E is 0)
+  double balance = 0.01, z = 0;
+
+  [[nodiscard]] bool experts_in(std::size_t l) const { return E > 0 && (l + 1) % every == 0; }
 };
 
 using values = std::map<std::string, std::vector<double>>;
@@ -59,10 +74,13 @@ inline std::vector<std::pair<std::string, std::vector<std::size_t>>> shapes(conf
                            {p + "wk", {c.C, c.K, c.D}},
                            {p + "wv", {c.C, c.K, c.D}},
                            {p + "wo", {c.H, c.D, c.C}},
-                           {p + "ln2_g", {c.C}},
-                           {p + "w1", {c.C, c.F}},
-                           {p + "w3", {c.C, c.F}},
-                           {p + "w2", {c.F, c.C}}});
+                           {p + "ln2_g", {c.C}}});
+    if (c.experts_in(l))
+      out.insert(
+          out.end(),
+          {{p + "router", {c.C, c.E}}, {p + "experts_up", {c.E, c.C, c.F}}, {p + "experts_down", {c.E, c.F, c.C}}});
+    else
+      out.insert(out.end(), {{p + "w1", {c.C, c.F}}, {p + "w3", {c.C, c.F}}, {p + "w2", {c.F, c.C}}});
   }
   out.insert(out.end(), {{"lnf_g", {c.C}}, {"whead", {c.C, c.V}}});
   return out;
@@ -173,11 +191,66 @@ inline vec attention(vec const& q, vec const& k, vec const& v, config const& c) 
   return o;
 }
 
+inline double gelu(double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }
+
+// Block n's mixture of experts on h [B T][C]: its output, and its auxiliary losses added to aux.
+inline vec experts(vec const& h, values const& p, std::string const& n, config const& c, double& aux) {
+  std::size_t const rows = h.size() / c.C;
+  vec const logits = product(h, p.at(n + "router"), c.C, c.E);
+  vec const& up = p.at(n + "experts_up");
+  vec const& down = p.at(n + "experts_down");
+  vec y(rows * c.C, 0.0), share(c.E, 0.0), mean(c.E, 0.0);
+  double z = 0;
+  std::size_t const part = rows / c.micro;
+  for (std::size_t r = 0; r < rows; ++r) {
+    vec prob(c.E);
+    double top = -1e300, sum = 0;
+    for (std::size_t e = 0; e < c.E; ++e) top = std::max(top, logits[r * c.E + e]);
+    for (std::size_t e = 0; e < c.E; ++e) sum += std::exp(logits[r * c.E + e] - top);
+    double const lse = top + std::log(sum);
+    for (std::size_t e = 0; e < c.E; ++e) prob[e] = std::exp(logits[r * c.E + e] - lse);
+    std::vector<std::size_t> chosen;
+    double total = 0;
+    for (std::size_t j = 0; j < c.k; ++j) {
+      std::size_t best = c.E;
+      for (std::size_t e = 0; e < c.E; ++e)
+        if (std::find(chosen.begin(), chosen.end(), e) == chosen.end() && (best == c.E || prob[e] > prob[best]))
+          best = e;
+      chosen.push_back(best);
+      total += prob[best];
+    }
+    for (std::size_t e : chosen) {
+      vec hidden(c.F, 0.0);
+      for (std::size_t i = 0; i < c.C; ++i)
+        for (std::size_t f = 0; f < c.F; ++f) hidden[f] += h[r * c.C + i] * up[(e * c.C + i) * c.F + f];
+      for (std::size_t j = 0; j < c.C; ++j) {
+        double o = 0;
+        for (std::size_t f = 0; f < c.F; ++f) o += gelu(hidden[f]) * down[(e * c.F + f) * c.C + j];
+        y[r * c.C + j] += prob[e] / total * o;
+      }
+      share[e] += 1.0 / static_cast<double>(part * c.k);
+    }
+    for (std::size_t e = 0; e < c.E; ++e) mean[e] += prob[e] / static_cast<double>(part);
+    z += lse * lse / static_cast<double>(part);
+    if ((r + 1) % part == 0) {  // the end of a part: its losses, by its share of the tokens
+      double balance = 0;
+      for (std::size_t e = 0; e < c.E; ++e) balance += static_cast<double>(c.E) * share[e] * mean[e];
+      aux += (c.balance * balance + c.z * z) / static_cast<double>(c.micro);
+      share.assign(c.E, 0.0);
+      mean.assign(c.E, 0.0);
+      z = 0;
+    }
+  }
+  return y;
+}
+
 }  // namespace detail
 
 struct forward_result {
   double loss = 0;
   std::vector<double> logits;  // [B][T][V]
+  double auxiliary = 0;        // the experts' losses, in the objective beside `loss`
+  [[nodiscard]] double objective() const { return loss + auxiliary; }
 };
 
 // The final RMS norm, the head and the mean cross-entropy over the targets that are not padding.
@@ -206,6 +279,7 @@ inline forward_result forward(config const& c, values const& p, std::vector<int>
   vec x(rows * c.C);
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t j = 0; j < c.C; ++j) x[r * c.C + j] = p.at("wte")[static_cast<std::size_t>(tokens[r]) * c.C + j];
+  double auxiliary = 0;
   for (std::size_t l = 0; l < c.L; ++l) {
     std::string const n = "h" + std::to_string(l) + ".";
     vec h1 = x;
@@ -219,13 +293,20 @@ inline forward_result forward(config const& c, values const& p, std::vector<int>
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += a[i];
     vec h2 = x;
     rms(h2, p.at(n + "ln2_g"), c.C, c.eps);
+    if (c.experts_in(l)) {
+      vec const m = experts(h2, p, n, c, auxiliary);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] += m[i];
+      continue;
+    }
     vec gate = product(h2, p.at(n + "w1"), c.C, c.F);
     vec const up = product(h2, p.at(n + "w3"), c.C, c.F);
     for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
     vec const m = product(gate, p.at(n + "w2"), c.F, c.C);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += m[i];
   }
-  return head(x, p, targets, c.C, c.V, c.eps);
+  forward_result out = head(x, p, targets, c.C, c.V, c.eps);
+  out.auxiliary = auxiliary;
+  return out;
 }
 
 // Every parameter's gradient by central differences of loss(p).
@@ -251,7 +332,7 @@ values gradients(values p, Loss const& loss) {
 
 inline values gradients(config const& c, values const& p, std::vector<int> const& tokens,
                         std::vector<int> const& targets) {
-  return gradients(p, [&](values const& at) { return forward(c, at, tokens, targets).loss; });
+  return gradients(p, [&](values const& at) { return forward(c, at, tokens, targets).objective(); });
 }
 
 }  // namespace shardmesh::test::llama_reference

@@ -222,6 +222,7 @@ struct pipeline_setup {
   std::size_t micro_batches;
   std::vector<std::size_t> layer_counts;  // per virtual stage; empty: balanced
   std::size_t cp = 1;                     // context parallelism: a "cp" axis when above 1
+  std::size_t ep = 0;                     // expert parallelism: an "ep" axis of this extent when above 0
 };
 
 inline std::string describe(pipeline_setup const& s) {
@@ -229,6 +230,7 @@ inline std::string describe(pipeline_setup const& s) {
                     std::string(to_string(s.schedule)) + " v=" + std::to_string(s.chunks) + " ZeRO-" +
                     std::to_string(static_cast<int>(s.stage)) + " m=" + std::to_string(s.micro_batches);
   if (s.cp > 1) out += " cp=" + std::to_string(s.cp);
+  if (s.ep > 0) out += " ep=" + std::to_string(s.ep);
   if (!s.layer_counts.empty()) out += " layers";
   for (std::size_t n : s.layer_counts) out += " " + std::to_string(n);
   return out;

@@ -132,6 +132,17 @@ class decoder {
     return {*out.loss, std::move(out.y)};
   }
 
+  // The last forward's auxiliary losses (a mixture of experts' load-balancing
+  // and z-losses, weighted by their options) summed over this part's blocks:
+  // the objective is the loss plus these, each micro-batch's weighted by
+  // its share of the step's tokens. The same on every rank of the part.
+  [[nodiscard]] double auxiliary_loss() const {
+    double sum = 0;
+    for (block const& b : blocks_)
+      if constexpr (requires { b.auxiliary_loss(); }) sum += b.auxiliary_loss();
+    return sum;
+  }
+
   // Gradients of the last forward's loss, accumulated into every parameter.
   void backward(exec_type const& exec = {}) { backward_chunk({}, exec); }
 
@@ -145,8 +156,10 @@ class decoder {
   chunk_output forward_chunk(ids_tensor const* ids, activation x, ids_tensor const* targets, double count,
                              exec_type const& exec = {}) {
     if (part_.embedding) x = staged(0, forward_phase, [&] { return embedding_->forward(*ids, exec); });
+    // Auxiliary losses (experts') enter the objective by this micro-batch's share of the averaged tokens.
+    double const share = count > 0 ? static_cast<double>(x.global_extents()[0] * x.global_extents()[1]) / count : 1.0;
     for (std::size_t l = 0; l < blocks_.size(); ++l)
-      x = staged(part_.first + l + 1, forward_phase, [&] { return blocks_[l].forward(x, exec); });
+      x = staged(part_.first + l + 1, forward_phase, [&] { return block_forward(blocks_[l], x, exec, share); });
     if (!part_.head) return {std::nullopt, std::move(x)};
     std::size_t const last = config_.layers + 1;
     activation logits = staged(last, forward_phase, [&] { return head_.forward(final_norm_.forward(x, exec), exec); });
@@ -219,6 +232,14 @@ class decoder {
     final_norm_.visit_saved(visit);
     head_.visit_saved(visit);
     visit(loss_);
+  }
+
+  // A block's forward, given the auxiliary losses' weight where it takes one.
+  static activation block_forward(block& b, activation const& x, exec_type const& exec, double auxiliary_weight) {
+    if constexpr (requires { b.forward(x, exec, auxiliary_weight); })
+      return b.forward(x, exec, auxiliary_weight);
+    else
+      return b.forward(x, exec);
   }
 
   // c, or the architecture's complaint about it (the same on every rank, before any work).

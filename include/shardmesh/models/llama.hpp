@@ -2,7 +2,8 @@
 // A Llama-style decoder: token embeddings, blocks of RMS norm, causal
 // self-attention with rotary position embeddings and grouped-query
 // key/value heads, residual, RMS norm, SwiGLU MLP, residual, then a final
-// RMS norm and an untied head (models/decoder.hpp). Its parameters and
+// RMS norm and an untied head (models/decoder.hpp); with experts, some
+// blocks' MLP is a mixture of experts. Its parameters and
 // stages are declared in llama_description.hpp, and built from there.
 //
 //   llama<float> model(mesh, config, [&](std::string const& name) { return values[name]; });
@@ -13,6 +14,7 @@
 #include "shardmesh/nn/attention.hpp"
 #include "shardmesh/nn/declared_parameters.hpp"
 #include "shardmesh/nn/decoder_block.hpp"
+#include "shardmesh/nn/dense_or_experts.hpp"
 #include "shardmesh/nn/embedding.hpp"
 #include "shardmesh/nn/layer_norm.hpp"
 #include "shardmesh/nn/swiglu_mlp.hpp"
@@ -31,7 +33,7 @@ namespace shardmesh::parallel {
 struct llama_architecture {
   using config = llama_config;
   template <class T, class MemorySpace>
-  using block = decoder_block<T, MemorySpace, swiglu_mlp<T, MemorySpace>>;
+  using block = decoder_block<T, MemorySpace, dense_or_experts<swiglu_mlp<T, MemorySpace>, T, MemorySpace>>;
 
   static std::string config_error(config const& c) { return llama_config_error(c); }
   static std::string stage_name(config const& c, std::size_t stage) { return decoder_stage_name(c.layers, stage); }
@@ -70,19 +72,37 @@ struct llama_architecture {
             context};
   }
 
+  // The SwiGLU MLP, or the mixture of experts where the block declares one.
+  template <class T, class MemorySpace>
+  static dense_or_experts<swiglu_mlp<T, MemorySpace>, T, MemorySpace> make_feed(
+      declared_parameters<T, MemorySpace> const& declared, config const& c, transformer_layouts const& layouts,
+      std::string const& prefix) {
+    if (declared.declares(prefix + "router")) {
+      if (declared.mesh().shape().find("ep") == npos)
+        throw invalid_mesh_error("model: blocks with experts need an \"ep\" mesh axis (of extent 1 for none)");
+      using moe = mixture_of_experts<T, MemorySpace>;
+      return moe(declared.template take<2>(prefix + "router"), declared.template take<3>(prefix + "experts_up"),
+                 declared.template take<3>(prefix + "experts_down"),
+                 {.top_k = c.experts.top_k,
+                  .capacity_factor = c.experts.capacity,
+                  .balance = c.experts.balance,
+                  .z_loss = c.experts.z_loss});
+    }
+    using dense = swiglu_mlp<T, MemorySpace>;
+    auto const up = [&](std::string const& name) {
+      return typename dense::up(declared.template take<2>(prefix + name), layouts.whole_rows, layouts.features);
+    };
+    return dense(up("w1"), up("w3"),
+                 typename dense::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
+  }
+
   template <class T, class MemorySpace>
   static block<T, MemorySpace> make_block(declared_parameters<T, MemorySpace> const& declared, config const& c,
                                           transformer_layouts const& layouts, std::string const& prefix) {
-    using feed = swiglu_mlp<T, MemorySpace>;
-    auto const up = [&](std::string const& name) {
-      return typename feed::up(declared.template take<2>(prefix + name), layouts.whole_rows, layouts.features);
-    };
-    feed f(up("w1"), up("w3"),
-           typename feed::down(declared.template take<2>(prefix + "w2"), layouts.features, layouts.activation));
     return {make_norm(declared, c, prefix + "ln1"),
             make_attention(declared, c, layouts, prefix),
             make_norm(declared, c, prefix + "ln2"),
-            std::move(f),
+            make_feed(declared, c, layouts, prefix),
             layouts.activation,
             c.recompute};
   }

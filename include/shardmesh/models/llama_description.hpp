@@ -10,6 +10,12 @@
 // rank's query heads then read only its own key/value heads (as many
 // key/value heads as query heads, or tp dividing them), and held whole by
 // every rank otherwise (kv_projection_layouts, nn/attention.hpp).
+// With experts (llama_experts), every `every`-th block (h1, h3, ... for
+// every = 2) has a mixture of experts in place of its SwiGLU MLP: a router
+// [C, E] held whole and experts' GELU MLPs [E, C, F], [E, F, C] split on
+// the mesh's "ep" axis (nn/mixture_of_experts.hpp); the batch is then split
+// on ep as well as dp (transformer_layouts.hpp).
+//
 // llama_description hands the declarations, with what
 // decoder_description.hpp reads off the same layouts, to the planner.
 //
@@ -30,6 +36,16 @@
 
 namespace shardmesh::parallel {
 
+// A mixture of experts in some blocks (none while count is 0).
+struct llama_experts {
+  std::size_t count = 0;  // E, the experts per mixture
+  std::size_t every = 2;  // in blocks every - 1, 2 every - 1, ...
+  std::size_t top_k = 2;  // the experts each token goes to
+  double capacity = 0;    // the capacity factor (0: dropless)
+  double balance = 0.01;  // the load-balancing loss's weight
+  double z_loss = 0;      // the router z-loss's weight
+};
+
 struct llama_config {
   std::size_t vocabulary = 0, sequence = 0, hidden = 0, heads = 0, kv_heads = 0, head_size = 0, ffn = 0, layers = 0;
   double eps = 1e-5;
@@ -37,7 +53,13 @@ struct llama_config {
   bool sequence_parallel = false;
   recompute_mode recompute = recompute_mode::none;      // activation recomputation per block
   ops::context_form context = ops::context_form::ring;  // attention's form on a mesh with a "cp" axis
+  llama_experts experts = {};
 };
+
+// Whether block l (from 0) of c has a mixture of experts.
+[[nodiscard]] inline bool llama_block_has_experts(llama_config const& c, std::size_t l) {
+  return c.experts.count > 0 && (l + 1) % c.experts.every == 0;
+}
 
 // What is wrong with c, naming the field; empty if nothing.
 [[nodiscard]] inline std::string llama_config_error(llama_config const& c) {
@@ -57,6 +79,14 @@ struct llama_config {
     return "head_size = " + std::to_string(c.head_size) + " is odd: rotary embeddings rotate pairs";
   if (!(c.rope_base > 1)) return "rope_base = " + std::to_string(c.rope_base) + " is not above 1";
   if (!(c.eps > 0)) return "eps = " + std::to_string(c.eps) + " is not above 0";
+  if (llama_experts const& e = c.experts; e.count > 0) {
+    if (e.every == 0) return "experts.every = 0: a mixture every 0th block";
+    if (e.top_k == 0 || e.top_k > 2 || e.top_k > e.count)
+      return "experts.top_k = " + std::to_string(e.top_k) + ": each token goes to 1 or 2 of the " +
+             std::to_string(e.count) + " experts";
+    if (!(e.capacity >= 0)) return "experts.capacity = " + std::to_string(e.capacity) + " is below 0";
+    if (!(e.balance >= 0) || !(e.z_loss >= 0)) return "experts.balance and experts.z_loss must be at least 0";
+  }
   return {};
 }
 
@@ -74,15 +104,23 @@ struct llama_config {
   if (stage <= c.layers) {
     std::string const h = "h" + std::to_string(stage - 1) + ".";
     layout const kv = kv_projection_layouts(llama_sizes(c), mesh).weight;
-    return {{h + "ln1_g", {c.hidden}, L.vector},
-            {h + "wq", {c.hidden, c.heads, c.head_size}, L.heads_in},
-            {h + "wk", {c.hidden, c.kv_heads, c.head_size}, kv},
-            {h + "wv", {c.hidden, c.kv_heads, c.head_size}, kv},
-            {h + "wo", {c.heads, c.head_size, c.hidden}, L.heads_out},
-            {h + "ln2_g", {c.hidden}, L.vector},
-            {h + "w1", {c.hidden, c.ffn}, L.column},
-            {h + "w3", {c.hidden, c.ffn}, L.column},
-            {h + "w2", {c.ffn, c.hidden}, L.row}};
+    std::vector<parameter_spec> out{{h + "ln1_g", {c.hidden}, L.vector},
+                                    {h + "wq", {c.hidden, c.heads, c.head_size}, L.heads_in},
+                                    {h + "wk", {c.hidden, c.kv_heads, c.head_size}, kv},
+                                    {h + "wv", {c.hidden, c.kv_heads, c.head_size}, kv},
+                                    {h + "wo", {c.heads, c.head_size, c.hidden}, L.heads_out},
+                                    {h + "ln2_g", {c.hidden}, L.vector}};
+    if (llama_block_has_experts(c, stage - 1)) {
+      std::size_t const E = c.experts.count;
+      out.insert(out.end(), {{h + "router", {c.hidden, E}, L.matrix},
+                             {h + "experts_up", {E, c.hidden, c.ffn}, L.experts},
+                             {h + "experts_down", {E, c.ffn, c.hidden}, L.experts}});
+    } else {
+      out.insert(out.end(), {{h + "w1", {c.hidden, c.ffn}, L.column},
+                             {h + "w3", {c.hidden, c.ffn}, L.column},
+                             {h + "w2", {c.ffn, c.hidden}, L.row}});
+    }
+    return out;
   }
   if (stage == c.layers + 1) return {{"lnf_g", {c.hidden}, L.vector}, {"whead", {c.hidden, c.vocabulary}, L.column}};
   return {};

@@ -39,6 +39,7 @@ class declared_parameters {
       : mesh_(std::move(mesh)), declared_(std::move(declared)), values_(std::move(values)) {}
 
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
+  [[nodiscard]] bool declares(std::string const& name) const { return find_parameter(declared_, name) != nullptr; }
 
   // The parameter declared as `name`, of Rank dimensions, distributed from its values (collective over the mesh).
   template <std::size_t Rank>

@@ -7,6 +7,10 @@
 // reduce-scatter with sequence parallelism); each residual's gradient is
 // added inside the norm's backward pass.
 //
+// A feed-forward layer with auxiliary losses (a mixture of experts,
+// nn/dense_or_experts.hpp) takes the weight they enter the objective with
+// from forward, and reports them through auxiliary_loss().
+//
 // Recomputation (strategy/recomputation.hpp): selective tells the
 // attention to recompute its core; full keeps only the block's input after
 // forward and runs the forward again at the start of backward.
@@ -41,7 +45,9 @@ class decoder_block {
     attn_.recompute_core(recompute == recompute_mode::selective);
   }
 
-  activation forward(activation const& x, exec_type const& exec = {}) {
+  // auxiliary_weight: d objective / d the feed-forward's auxiliary losses, where it has some.
+  activation forward(activation const& x, exec_type const& exec = {}, double auxiliary_weight = 1) {
+    auxiliary_weight_ = auxiliary_weight;
     activation y = layers_forward(x, exec);
     if (recompute_ == recompute_mode::full) {
       visit_layers_saved([](auto& member) { member = {}; });
@@ -58,10 +64,20 @@ class decoder_block {
 
   template <class Visit>
   void visit_saved(Visit&& visit) {
-    if (recompute_ == recompute_mode::full)
+    if (recompute_ == recompute_mode::full) {
       visit(input_);
-    else
+      visit(auxiliary_weight_);
+    } else {
       visit_layers_saved(visit);
+    }
+  }
+
+  // The last forward's weighted auxiliary losses (0 without any).
+  [[nodiscard]] double auxiliary_loss() const {
+    if constexpr (requires { feed_.auxiliary_loss(); })
+      return feed_.auxiliary_loss();
+    else
+      return 0;
   }
 
   // visit(name, parameter), named prefix + "ln1_g", "wq", ... in forward order.
@@ -78,7 +94,13 @@ class decoder_block {
 
   activation layers_forward(activation const& x, exec_type const& exec) {
     activation const mid = ops::add(x, attn_.forward(norm1_.forward(x, exec), exec), exec);
-    return ops::add(mid, feed_.forward(norm2_.forward(mid, exec), exec), exec);
+    return ops::add(mid, feed_forward(norm2_.forward(mid, exec), exec), exec);
+  }
+  activation feed_forward(activation const& x, exec_type const& exec) {
+    if constexpr (requires { feed_.forward(x, exec, auxiliary_weight_); })
+      return feed_.forward(x, exec, auxiliary_weight_);
+    else
+      return feed_.forward(x, exec);
   }
 
   template <class Visit>
@@ -95,7 +117,8 @@ class decoder_block {
   Feed feed_;
   layout activation_;
   recompute_mode recompute_;
-  activation input_;  // full recomputation: the input, kept from forward to backward
+  activation input_;             // full recomputation: the input, kept from forward to backward
+  double auxiliary_weight_ = 1;  // and the weight, for the forward run again
 };
 
 }  // namespace shardmesh::parallel

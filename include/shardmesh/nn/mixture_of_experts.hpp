@@ -19,12 +19,18 @@
 // reduces any gradient.
 //
 // The auxiliary losses (the load-balancing loss and, optionally, the router
-// z-loss, over this rank's tokens) are returned by auxiliary_loss(); the
-// caller adds them to its objective with a weight and gives that weight to
-// backward, which adds their gradient. The router runs on the host: one
-// copy of the logits there and one of their gradient back per call (the
-// choices decide every count of the exchange).
+// z-loss) are over every token of the call, on all the ranks that split
+// them (their sums all-reduced over the token axes: one message of 2E + 2
+// numbers), so they do not depend on how the batch is split; weighted by
+// their options they are returned by auxiliary_loss(), the same on every
+// rank. The caller adds them to its objective with a weight it gives to
+// forward (d objective / d auxiliary_loss()), and backward adds their
+// gradient. The router runs on the host: one copy of the logits there and
+// one of their gradient back per call (the choices decide every count of
+// the exchange).
 
+#include "shardmesh/comm/all_reduce.hpp"
+#include "shardmesh/nn/detail/experts_saved.hpp"
 #include "shardmesh/nn/parameter.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/expert_exchange.hpp"
@@ -36,6 +42,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -114,6 +121,12 @@ class mixture_of_experts {
     if (router_.global_extents()[0] != C || router_.global_extents()[1] != E || down_.global_extents()[0] != E ||
         down_.global_extents()[1] != F || down_.global_extents()[2] != C)
       throw mismatched_tensor_error("mixture_of_experts: router [C, E], up [E, C, F] and down [E, F, C] disagree");
+    if (std::size_t const ep = mesh.extent(a); E % ep != 0)
+      throw invalid_option_error("mixture_of_experts: " + std::to_string(E) + " experts do not split evenly over " +
+                                 options_.axis + " = " + std::to_string(ep));
+    if (options_.top_k == 0 || options_.top_k > E)
+      throw invalid_option_error("mixture_of_experts: top-" + std::to_string(options_.top_k) + " of " +
+                                 std::to_string(E) + " experts");
   }
 
   // visit(name, parameter): prefix + "router", "experts_up", "experts_down".
@@ -124,58 +137,70 @@ class mixture_of_experts {
     visit(prefix + "experts_down", down_);
   }
 
-  activation forward(activation const& x, exec_type const& exec = {}) {
-    token_axes_ = tokens_split(x);
-    x_ = x;
+  // auxiliary_weight: d objective / d auxiliary_loss(), which backward applies.
+  activation forward(activation const& x, exec_type const& exec = {}, double auxiliary_weight = 1) {
+    s_ = {};
+    s_.token_axes = tokens_split(x);
+    s_.x = x;
+    s_.auxiliary_weight = auxiliary_weight;
     std::size_t const N = rows(x), C = x.global_extents()[2], E = experts(), k = options_.top_k;
     auto const xr = ops::local::as_rows(x.local(), C);
     rows_view const logits(alloc("logits"), N, E);
     detail::product(exec, N, E, C, xr.data(), false, router_.value().local().data(), false, A(0), logits.data());
     auto const host_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, logits);
-    routing_ = ops::local::route_tokens(std::vector<double>(host_logits.data(), host_logits.data() + N * E), N, E, k);
-    Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> const choices(routing_.choice.data(), N, k);
-    exchange_.emplace(x.mesh(), options_.axis, E, choices, options_.capacity_factor);
-    gates_ = to_device(routing_.gate, N, k);
-    rows_in_ = exchange_->to_experts(rows_view(xr.data(), N, C), exec);
-    std::size_t const M = exchange_->rows(), F = up_.global_extents()[2];
-    hidden_ = rows_view(alloc("hidden"), M, F);
+    s_.routing = ops::local::route_tokens(std::vector<double>(host_logits.data(), host_logits.data() + N * E), N, E, k);
+    std::vector<double>& sums = s_.routing.totals;
+    Kokkos::View<double*, Kokkos::HostSpace> const totals(alloc("routing totals"), sums.size());
+    std::copy(sums.begin(), sums.end(), totals.data());
+    if (!s_.token_axes.empty())
+      all_reduce(x.mesh().group(s_.token_axes), totals, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
+    std::copy(totals.data(), totals.data() + sums.size(), sums.begin());
+    ops::local::balance(s_.routing);
+    auxiliary_ = options_.balance * s_.routing.balance_loss + options_.z_loss * s_.routing.z_loss;
+    Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> const choices(s_.routing.choice.data(), N, k);
+    s_.exchange.emplace(x.mesh(), options_.axis, E, choices, options_.capacity_factor);
+    dropped_ = s_.exchange->dropped();
+    s_.gates = to_device(s_.routing.gate, N, k);
+    s_.rows_in = s_.exchange->to_experts(rows_view(xr.data(), N, C), exec);
+    std::size_t const M = s_.exchange->rows(), F = up_.global_extents()[2];
+    s_.hidden = rows_view(alloc("hidden"), M, F);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
-      detail::product(exec, m, F, C, row(rows_in_, first), false, up_.value().local().data() + l * C * F, false, A(0),
-                      row(hidden_, first));
+      detail::product(exec, m, F, C, row(s_.rows_in, first), false, up_.value().local().data() + l * C * F, false, A(0),
+                      row(s_.hidden, first));
     });
     rows_view const act = activated(exec), out(alloc("expert outputs"), M, C);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
       detail::product(exec, m, C, F, row(act, first), false, down_.value().local().data() + l * F * C, false, A(0),
                       row(out, first));
     });
-    slots_ = exchange_->from_experts(out, exec);
+    s_.slots = s_.exchange->from_experts(out, exec);
     activation y = ops::detail::make_like<T, 3, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
-    detail::combine(exec, slots_, gates_, ops::local::as_rows(y.local(), C));
+    detail::combine(exec, s_.slots, s_.gates, ops::local::as_rows(y.local(), C));
     return y;
   }
 
-  // The weighted auxiliary losses of the last forward, on this rank's tokens.
-  [[nodiscard]] double auxiliary_loss() const {
-    return options_.balance * routing_.balance_loss + options_.z_loss * routing_.z_loss;
-  }
-  [[nodiscard]] std::size_t dropped() const { return exchange_ ? exchange_->dropped() : 0; }
+  // The last forward's auxiliary losses, weighted by the options, over all its tokens: the same on every rank.
+  [[nodiscard]] double auxiliary_loss() const { return auxiliary_; }
+  // The slots the last forward's capacity dropped on this rank.
+  [[nodiscard]] std::size_t dropped() const { return dropped_; }
 
   template <class Visit>
   void visit_saved(Visit&& visit) {
-    visit(x_);
+    visit(s_);  // whole: the routing and the exchange belong to its micro-batch
   }
 
-  // dy in the output's layout; aux_weight: d objective / d auxiliary_loss() on this rank.
-  activation backward(activation const& dy_in, double aux_weight, exec_type const& exec = {}) {
-    activation const dy = ops::to_layout(dy_in, x_.bound(), exec);
-    std::size_t const N = rows(x_), C = x_.global_extents()[2], E = experts(), k = options_.top_k;
-    std::size_t const M = exchange_->rows(), F = up_.global_extents()[2];
+  // dy in the output's layout.
+  activation backward(activation const& dy_in, exec_type const& exec = {}) {
+    activation const& x = s_.x;
+    activation const dy = ops::to_layout(dy_in, x.bound(), exec);
+    std::size_t const N = rows(x), C = x.global_extents()[2], E = experts(), k = options_.top_k;
+    std::size_t const M = s_.exchange->rows(), F = up_.global_extents()[2];
     auto const dyr = ops::local::as_rows(dy.local(), C);
     // The gates' gradient dy . slot, and each slot's gradient g dy.
     Kokkos::View<A**, Kokkos::LayoutRight, MemorySpace> const d_gate(alloc("gate gradient"), N, k);
     rows_view const d_slots(alloc("slot gradients"), N * k, C);
-    auto const slots = slots_;
-    auto const gates = gates_;
+    auto const slots = s_.slots;
+    auto const gates = s_.gates;
     Kokkos::parallel_for(
         "shardmesh::mixture_of_experts::slot_gradients",
         Kokkos::MDRangePolicy<exec_type, Kokkos::Rank<2>>(exec, {0, 0}, {N, k}),
@@ -187,7 +212,7 @@ class mixture_of_experts {
           }
           d_gate(n, j) = dot;
         });
-    rows_view const d_out = exchange_->to_experts(d_slots, exec);
+    rows_view const d_out = s_.exchange->to_experts(d_slots, exec);
     auto d_up = gradient_like(up_), d_down = gradient_like(down_);
     rows_view const act = activated(exec), d_act(alloc("activation gradient"), M, F),
                     d_rows(alloc("row gradients"), M, C);
@@ -197,15 +222,15 @@ class mixture_of_experts {
       detail::product(exec, m, F, C, row(d_out, first), false, down_.value().local().data() + l * F * C, true, A(0),
                       row(d_act, first));
     });
-    ops::local::gelu_backward(exec, ops::local::flat(hidden_), ops::local::flat(d_act), ops::local::flat(d_act));
+    ops::local::gelu_backward(exec, ops::local::flat(s_.hidden), ops::local::flat(d_act), ops::local::flat(d_act));
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
-      detail::product(exec, C, F, m, row(rows_in_, first), true, row(d_act, first), false, A(0),
+      detail::product(exec, C, F, m, row(s_.rows_in, first), true, row(d_act, first), false, A(0),
                       d_up.local().data() + l * C * F);
       detail::product(exec, m, C, F, row(d_act, first), false, up_.value().local().data() + l * C * F, true, A(0),
                       row(d_rows, first));
     });
-    rows_view const d_back = exchange_->from_experts(d_rows, exec);
-    activation dx = ops::detail::make_like<T, 3, MemorySpace>(x_.mesh(), x_.bound(), x_.global_extents());
+    rows_view const d_back = s_.exchange->from_experts(d_rows, exec);
+    activation dx = ops::detail::make_like<T, 3, MemorySpace>(x.mesh(), x.bound(), x.global_extents());
     auto const dxr = ops::local::as_rows(dx.local(), C);
     Kokkos::parallel_for(
         "shardmesh::mixture_of_experts::token_gradients",
@@ -218,18 +243,17 @@ class mixture_of_experts {
     // The router: its logits' gradient from the gates and the auxiliary losses, on the host.
     auto const host_d_gate = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, d_gate);
     std::vector<double> const d_logits_host =
-        ops::local::route_backward(routing_, std::vector<double>(host_d_gate.data(), host_d_gate.data() + N * k),
-                                   aux_weight * options_.balance, aux_weight * options_.z_loss);
+        ops::local::route_backward(s_.routing, std::vector<double>(host_d_gate.data(), host_d_gate.data() + N * k),
+                                   s_.auxiliary_weight * options_.balance, s_.auxiliary_weight * options_.z_loss);
     rows_view const d_logits = to_device<T>(d_logits_host, N, E);
-    auto const xr = ops::local::as_rows(x_.local(), C);
+    auto const xr = ops::local::as_rows(x.local(), C);
     auto d_router = gradient_like(router_);
     detail::product(exec, C, E, N, xr.data(), true, d_logits.data(), false, A(0), d_router.local().data());
     detail::product(exec, N, C, E, d_logits.data(), false, router_.value().local().data(), true, A(1), dxr.data());
     router_.accumulate(std::move(d_router), exec);
     up_.accumulate(std::move(d_up), exec);
     down_.accumulate(std::move(d_down), exec);
-    x_ = {};
-    rows_in_ = hidden_ = slots_ = {};
+    s_ = {};
     return dx;
   }
 
@@ -240,7 +264,7 @@ class mixture_of_experts {
   [[nodiscard]] std::size_t experts() const { return up_.global_extents()[0]; }
   static std::size_t rows(activation const& x) { return x.local().extent(0) * x.local().extent(1); }
 
-  // The axes that split x's tokens; the expert axis must be one, the features whole.
+  // The axes that split x's tokens; the expert axis must be one (unless of extent 1), the features whole.
   axis_set tokens_split(activation const& x) const {
     require_held("mixture_of_experts", x);
     bound_layout const l = x.bound();
@@ -248,7 +272,7 @@ class mixture_of_experts {
     axis_set tokens;
     for (std::size_t d = 0; d < 2; ++d)
       for (std::size_t i = 0; i < l.dims[d].count; ++i) tokens.insert(l.dims[d].axes[i]);
-    if (l.dims[2].count != 0 || !l.partial_axes.empty() || !tokens.contains(a) ||
+    if (l.dims[2].count != 0 || !l.partial_axes.empty() || (!tokens.contains(a) && x.mesh().shape().extent(a) > 1) ||
         x.global_extents()[2] != up_.global_extents()[1])
       throw invalid_layout_error("mixture_of_experts: the input " + x.notation() + " must split its tokens on " +
                                  options_.axis + " (and any other axes), keep its " +
@@ -264,7 +288,7 @@ class mixture_of_experts {
       bool splits_w = false;
       for (std::size_t d = 0; d < l.rank; ++d)
         for (std::size_t i = 0; i < l.dims[d].count; ++i) splits_w = splits_w || l.dims[d].axes[i] == a;
-      if (token_axes_.contains(a) && !splits_w) l.partial_axes.insert(a);
+      if (s_.token_axes.contains(a) && !splits_w) l.partial_axes.insert(a);
     }
     return ops::detail::make_like<T, W::tensor::rank, MemorySpace>(w.mesh(), l, w.global_extents());
   }
@@ -280,16 +304,16 @@ class mixture_of_experts {
   template <class F>
   void for_each_expert(F&& f) const {
     std::size_t first = 0;
-    for (std::size_t l = 0; l < exchange_->expert_rows().size(); ++l) {
-      std::size_t const m = exchange_->expert_rows()[l];
+    for (std::size_t l = 0; l < s_.exchange->expert_rows().size(); ++l) {
+      std::size_t const m = s_.exchange->expert_rows()[l];
       f(l, first, m);
       first += m;
     }
   }
 
   rows_view activated(exec_type const& exec) const {
-    rows_view act(alloc("activations"), hidden_.extent(0), hidden_.extent(1));
-    ops::local::gelu_forward(exec, ops::local::flat(hidden_), ops::local::flat(act));
+    rows_view act(alloc("activations"), s_.hidden.extent(0), s_.hidden.extent(1));
+    ops::local::gelu_forward(exec, ops::local::flat(s_.hidden), ops::local::flat(act));
     return act;
   }
 
@@ -304,12 +328,9 @@ class mixture_of_experts {
   router_weight router_;
   expert_weight up_, down_;
   options options_;
-  axis_set token_axes_;
-  activation x_;
-  ops::local::routing routing_;
-  std::optional<ops::expert_exchange<MemorySpace>> exchange_;
-  Kokkos::View<A**, Kokkos::LayoutRight, MemorySpace> gates_;
-  rows_view rows_in_, hidden_, slots_;
+  detail::experts_saved<T, MemorySpace> s_;
+  double auxiliary_ = 0;
+  std::size_t dropped_ = 0;
 };
 
 }  // namespace shardmesh::parallel

@@ -10,7 +10,9 @@
 // through the whole model: only attention needs the whole sequence, and it
 // passes key/value blocks round the ring or moves to the heads
 // (ops/context_attention.hpp); sequence parallelism then splits each cp
-// rank's tokens on tp as well.
+// rank's tokens on tp as well. With an "ep" axis (experts split on it,
+// nn/mixture_of_experts.hpp) the batch is split on ep too, inside dp: the
+// expert ranks are data-parallel ranks for every other layer.
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
@@ -28,14 +30,16 @@ struct transformer_layouts {
   layout heads_in;    // [c, h, d] weight: R,S(tp),R
   layout heads_out;   // [h, d, c] weight: S(tp),R,R
   layout vocabulary;  // [v, c] token table: S(tp),R
-  layout matrix;      // [t, c] position table: R,R
+  layout matrix;      // [t, c] position table, [c, e] router: R,R
+  layout experts;     // [e, c, f] and [e, f, c] experts' weights: S(ep),R,R
   layout vector;      // [c] layer-norm gain and bias: R
   layout ids;         // [b, t] token ids
 
   transformer_layouts(mesh_shape const& mesh, bool sequence_parallel) {
     bool const dp = mesh.find("dp") != npos;
     bool const cp = mesh.find("cp") != npos;
-    dim_placement const batch = dp ? shard("dp") : replicated;
+    bool const ep = mesh.find("ep") != npos;
+    dim_placement const batch = dp && ep ? shard("dp", "ep") : dp ? shard("dp") : ep ? shard("ep") : replicated;
     dim_placement const tp = shard("tp");
     dim_placement const R = replicated;
     dim_placement const sequence = cp ? shard("cp") : R;
@@ -50,6 +54,7 @@ struct transformer_layouts {
     heads_out = {tp, R, R};
     vocabulary = {tp, R};
     matrix = {R, R};
+    experts = {ep ? shard("ep") : R, R, R};
     vector = layout{R};
     ids = {batch, sequence};
   }

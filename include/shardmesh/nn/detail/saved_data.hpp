@@ -6,6 +6,7 @@
 // projections) is one pointer, listed as often as it is saved.
 
 #include "shardmesh/algebra/layout.hpp"
+#include "shardmesh/nn/detail/experts_saved.hpp"
 #include "shardmesh/ops/context_attention.hpp"
 #include "shardmesh/ops/cross_entropy.hpp"
 #include "shardmesh/ops/layer_norm.hpp"
@@ -32,6 +33,7 @@ void add_saved_data(std::vector<void const*>& out, dynamic_dtensor<T, Rank, Memo
 }
 
 inline void add_saved_data(std::vector<void const*>&, bound_layout const&) {}  // no memory
+inline void add_saved_data(std::vector<void const*>&, double) {}               // no memory
 
 template <class T, std::size_t Rank, class MemorySpace>
 void add_saved_data(std::vector<void const*>& out, ops::layer_norm_saved<T, Rank, MemorySpace> const& s) {
@@ -55,6 +57,15 @@ void add_saved_data(std::vector<void const*>& out, ops::context_attention_state<
   add_saved_data(out, s.v);
   add_saved_data(out, s.out);
   add_saved_data(out, s.lse);
+}
+
+template <class T, class MemorySpace>
+void add_saved_data(std::vector<void const*>& out, experts_saved<T, MemorySpace> const& s) {
+  add_saved_data(out, s.x);
+  add_saved_data(out, s.gates);
+  add_saved_data(out, s.rows_in);
+  add_saved_data(out, s.hidden);
+  add_saved_data(out, s.slots);
 }
 
 template <class X>
