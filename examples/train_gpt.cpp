@@ -7,6 +7,8 @@
 //   mpiexec -n 4 build/release/examples/train_gpt --model llama --kv-heads 1 --tp 4
 //   mpiexec -n 2 build/release/examples/train_gpt --pp 2 --schedule 1f1b --microbatches 8 --timeline 1f1b.svg
 //   mpiexec -n 2 build/release/examples/train_gpt --dp 2 --precision bf16 --recompute selective
+//   mpiexec -n 4 build/release/examples/train_gpt --model llama --cp 2 --cp-form all-to-all --dp 2
+//   mpiexec -n 4 build/release/examples/train_gpt --model llama --experts 4 --top-k 2 --ep 2 --dp 2
 //
 // With --pp, the layers are cut into pp x --virtual chunks balanced by
 // their flops (the embedding on the first, the head on the last), and each
@@ -24,6 +26,13 @@
 // have random lengths and the positions after the end are padding. Samples
 // come from a counter-based hash of (seed, step, sample index), so every
 // layout and rank count sees the same data.
+//
+// The Llama-style model also takes context parallelism, --cp N (each
+// sequence split over N ranks in the balanced order, attention by --cp-form
+// ring or all-to-all), and experts, --experts E (a mixture of E experts in
+// every other block, each token to --top-k of them, dropless or with a
+// --capacity factor, the experts split over --ep ranks, which also split
+// the batch as data parallelism does).
 //
 // --precision bf16 or fp16 computes in that type (parameters and
 // activations), with float gradients (or, --gradient-type, in the model's
@@ -46,7 +55,7 @@
 // (and every --every K steps): parameters and optimizer state in whatever
 // layouts this run keeps them, the step, the samples consumed, the seed and
 // the options that define the run. --resume DIR continues from there under
-// any dp, tp, pp, ZeRO stage and rank count: the run's options come from
+// any dp, cp, ep, tp, pp, ZeRO stage and rank count: the run's options come from
 // the checkpoint (giving one that differs is an error), the state is read
 // into this run's layouts and checked bit for bit against the saved one,
 // and the steps go on from the saved step to --steps. --save-initial also
@@ -101,6 +110,10 @@ double check_tolerance(std::string const& precision) {
 
 struct options {
   std::size_t dp = 1, tp = 1, pp = 1, chunks = 1, zero = 0, micro = 4, accumulation = 1, global = 0, steps = 20;
+  std::size_t cp = 1, ep = 1;  // context and expert parallelism (llama)
+  std::string cp_form = "ring";
+  std::size_t experts = 0, top_k = 2;  // a mixture of experts in every other block (llama; 0: none)
+  double capacity = 0;                 // the experts' capacity factor (0: dropless)
   std::string schedule = "1f1b", timeline, report, save, resume;
   std::size_t every = 0;
   std::string model = "gpt";
@@ -135,6 +148,9 @@ void for_each_run_option(Options& o, F&& f) {
   f("layers", o.layers);
   f("kv-heads", o.kv_heads);
   f("rope-base", o.rope_base);
+  f("experts", o.experts);
+  f("top-k", o.top_k);
+  f("capacity", o.capacity);
   f("optimizer", o.method);
   f("lr", o.lr);
   f("warmup", o.warmup);
@@ -211,7 +227,9 @@ parallel::llama_config config_of(options const& o, llama_type<T> const*) {
           1e-5,
           o.rope_base,
           o.sequence_parallel,
-          *parallel::parse_recompute_mode(o.recompute)};
+          *parallel::parse_recompute_mode(o.recompute),
+          o.cp_form == "all-to-all" ? ops::context_form::all_to_all : ops::context_form::ring,
+          {.count = o.experts, .top_k = o.top_k, .capacity = o.capacity}};
 }
 parallel::gpt_description describe(parallel::gpt_config const& c) { return parallel::gpt_description(c); }
 parallel::llama_description describe(parallel::llama_config const& c) { return parallel::llama_description(c); }
@@ -257,28 +275,46 @@ parallel::schedule_kind schedule_of(std::string const& name) {
   throw invalid_option_error("no schedule " + name);
 }
 
-// One training run on its own mesh: dp x pp x tp over `comm`, this rank's
+// The axes a run is split over besides the batch's data parallelism.
+struct run_axes {
+  std::size_t cp = 1, ep = 1, pp = 1, tp = 1;
+  bool experts = false;  // an "ep" axis (of extent 1 for none) for the experts
+};
+
+// dp, cp (if above 1), ep (with experts), pp, tp.
+mesh_shape mesh_of(std::size_t dp, run_axes const& a) {
+  mesh_shape out{{"dp", dp}};
+  if (a.cp > 1) out.axes[out.ndim++] = {"cp", a.cp};
+  if (a.experts) out.axes[out.ndim++] = {"ep", a.ep};
+  out.axes[out.ndim++] = {"pp", a.pp};
+  out.axes[out.ndim++] = {"tp", a.tp};
+  return out;
+}
+
+// One training run on its own mesh: dp x cp x ep x pp x tp over `comm`, this rank's
 // pipeline stage holding its chunks of the model.
 template <class Model>
 class run {
  public:
   using trainer_type = parallel::trainer<Model>;
 
-  run(MPI_Comm comm, options const& o, parallel::batch_accounting const& batch, std::size_t pp, std::size_t tp,
+  // batch.data_parallel(): the replicas the batch is split over, dp x ep.
+  run(MPI_Comm comm, options const& o, parallel::batch_accounting const& batch, run_axes const& axes,
       parallel::zero_stage stage)
       : o_(o),
+        axes_(axes),
         batch_(batch),
-        mesh_(comm, mesh_shape{{"dp", batch.data_parallel()}, {"pp", pp}, {"tp", tp}}),
-        stage_(mesh_.submesh({"dp", "tp"})),
+        mesh_(comm, mesh_of(batch.data_parallel() / axes.ep, axes)),
+        stage_(mesh_.submesh(axis_set::all(mesh_.shape().ndim) - axis_set::of(mesh_.shape().find("pp")))),
         config_(config_of(o, static_cast<Model const*>(nullptr))),
-        chunks_(make_chunks(pp, pp > 1 ? o.chunks : 1)),
+        chunks_(make_chunks(axes.pp, axes.pp > 1 ? o.chunks : 1)),
         trainer_(pointers(), mesh_,
                  {.stage = stage,
                   .method = method(o),
                   .lr_schedule = lr_schedule(o),
                   .clip_norm = o.clip,
                   .bucket_bytes = o.bucket_kib * 1024,
-                  .schedule = pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
+                  .schedule = axes.pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
                   .timeline = !o.timeline.empty(),
                   .gradient_type = *parallel::parse_precision(o.gradient_type),
                   .gradient_reduction = *parallel::parse_precision(o.gradient_reduction)}) {}
@@ -312,6 +348,13 @@ class run {
 
   [[nodiscard]] device_mesh const& mesh() const { return mesh_; }
   [[nodiscard]] parallel::batch_accounting const& batch() const { return batch_; }
+  // The last micro-batch's auxiliary losses (the experts') over every stage (collective).
+  [[nodiscard]] double auxiliary_loss() const {
+    double mine = 0;
+    for (Model const& m : chunks_) mine += m.auxiliary_loss();
+    // Each stage's sum is the same on each of its ranks: the world's sum counts it once per rank of the stage.
+    return all_reduce_value(mesh_.comm(), mine, reduce_op::sum) / static_cast<double>(stage_.size());
+  }
   [[nodiscard]] trainer_type const& trainer() const { return trainer_; }
 
  private:
@@ -320,7 +363,8 @@ class run {
     auto const parts = parallel::partition_layers(config_.layers, pp * v, parallel::partition_costs(describe(config_)));
     std::deque<Model> chunks;
     for (std::size_t c = 0; c < v; ++c)
-      chunks.emplace_back(stage_, config_, initial_values(o_.seed), parts[c * pp + mesh_.coordinates()[1]]);
+      chunks.emplace_back(stage_, config_, initial_values(o_.seed),
+                          parts[c * pp + mesh_.coordinates()[mesh_.shape().find("pp")]]);
     return chunks;
   }
   std::vector<Model*> pointers() {
@@ -339,13 +383,18 @@ class run {
     if (o.warmup == 0) return {};
     return [w = o.warmup](std::size_t t) { return t < w ? static_cast<double>(t) / static_cast<double>(w) : 1.0; };
   }
+  // The samples' tokens, each sequence in the order the cp ranks store it (ops/sequence_chunks.hpp).
   dynamic_dtensor<int, 2, Kokkos::HostSpace> tensor_of(std::vector<int> const& values, std::size_t rows) {
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> global("samples", rows, o_.sequence);
-    std::copy(values.begin(), values.end(), global.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t s = 0; s < o_.sequence; ++s)
+        global(r, s) =
+            values[r * o_.sequence + ops::ring_position(s, o_.sequence, axes_.cp, ops::sequence_order::balanced)];
     return distribute<Kokkos::HostSpace>(stage_, chunks_.front().layouts().ids, global);
   }
 
   options o_;
+  run_axes axes_;
   parallel::batch_accounting batch_;
   device_mesh mesh_, stage_;
   typename Model::config_type config_;
@@ -354,11 +403,13 @@ class run {
 };
 
 // B_global = B_micro x N_acc x N_dp when the micro-batch is given (checked
-// against --global-batch if that is given too), else --global-batch split unevenly.
+// against --global-batch if that is given too), else --global-batch split
+// unevenly; N_dp counts the expert ranks, which split the batch too.
 parallel::batch_accounting accounting(options const& o) {
-  if (o.global > 0 && !o.micro_given) return parallel::batch_accounting::uneven(o.global, o.accumulation, o.dp);
-  return o.global > 0 ? parallel::batch_accounting(o.global, o.micro, o.accumulation, o.dp)
-                      : parallel::batch_accounting(o.micro, o.accumulation, o.dp);
+  std::size_t const replicas = o.dp * o.ep;
+  if (o.global > 0 && !o.micro_given) return parallel::batch_accounting::uneven(o.global, o.accumulation, replicas);
+  return o.global > 0 ? parallel::batch_accounting(o.global, o.micro, o.accumulation, replicas)
+                      : parallel::batch_accounting(o.micro, o.accumulation, replicas);
 }
 
 template <class Model>
@@ -419,11 +470,13 @@ template <class Model>
 int train(options const& o, std::size_t ranks, std::filesystem::path const& saved) {
   using run = ::run<Model>;
   parallel::batch_accounting const batch = accounting(o);
-  run distributed(MPI_COMM_WORLD, o, batch, o.pp, o.tp, parallel::to_zero_stage(static_cast<long long>(o.zero)));
+  bool const experts = o.experts > 0;
+  run distributed(MPI_COMM_WORLD, o, batch, {o.cp, o.ep, o.pp, o.tp, experts},
+                  parallel::to_zero_stage(static_cast<long long>(o.zero)));
   std::optional<run> serial;  // the same global batch on one rank
   if (o.check)
-    serial.emplace(MPI_COMM_SELF, o, parallel::batch_accounting::uneven(batch.global(), batch.accumulation(), 1), 1, 1,
-                   parallel::zero_stage::none);
+    serial.emplace(MPI_COMM_SELF, o, parallel::batch_accounting::uneven(batch.global(), batch.accumulation(), 1),
+                   run_axes{.experts = experts}, parallel::zero_stage::none);
   bool const root = distributed.mesh().rank() == 0;
   parallel::batch_accounting const& b = distributed.batch();
   std::size_t first = 0;
@@ -447,9 +500,9 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
   if (o.save_initial && o.resume.empty()) save(std::filesystem::path(o.save) / "initial.h5", 0);
   if (root)
     std::printf(
-        "train_gpt: %zu ranks, dp=%zu x pp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu micro-steps x %zu "
-        "replicas, %zu buckets%s\n",
-        ranks, o.dp, o.pp, o.tp, o.zero, b.global(), b.even() ? "" : "up to ", b.micro(), b.accumulation(),
+        "train_gpt: %zu ranks, dp=%zu x cp=%zu x ep=%zu x pp=%zu x tp=%zu, ZeRO-%zu, global batch %zu = %s%zu x %zu "
+        "micro-steps x %zu replicas, %zu buckets%s\n",
+        ranks, o.dp, o.cp, o.ep, o.pp, o.tp, o.zero, b.global(), b.even() ? "" : "up to ", b.micro(), b.accumulation(),
         b.data_parallel(), distributed.trainer().bucket_count(),
         o.pp > 1 ? (", schedule " + o.schedule + " with " + std::to_string(o.chunks) + " chunk(s) per stage").c_str()
                  : "");
@@ -476,11 +529,13 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
     }
     std::size_t peak = 0;
     for (auto const& phase : distributed.trainer().memory().phases) peak = std::max(peak, phase.peak_total);
+    double const auxiliary = experts ? distributed.auxiliary_loss() : 0;
     if (root && !o.quiet) {
       std::size_t const done = (s + 1) * 20 / o.steps;
       std::printf("[%s%s] step %3zu/%zu  loss %.4f  grad norm %.3f  %8.0f tokens/s  peak %s",
                   std::string(done, '#').c_str(), std::string(20 - done, '.').c_str(), s + 1, o.steps, r.loss,
                   r.grad_norm, tokens / seconds, parallel::format_bytes(peak).c_str());
+      if (experts) std::printf("  experts' aux %.4f", auxiliary);
       if (difference) std::printf("  vs 1 rank %.1e", *difference);
       std::printf("\n");
     }
@@ -509,6 +564,8 @@ int train_in(options const& o, std::size_t ranks, std::filesystem::path const& s
 // Why the options cannot make a run on `ranks` ranks, naming the flag; empty when they can.
 std::string options_error(options const& o, std::size_t ranks) {
   std::pair<char const*, std::size_t> const counts[] = {{"--dp", o.dp},
+                                                        {"--cp", o.cp},
+                                                        {"--ep", o.ep},
                                                         {"--tp", o.tp},
                                                         {"--pp", o.pp},
                                                         {"--virtual", o.chunks},
@@ -523,11 +580,23 @@ std::string options_error(options const& o, std::size_t ranks) {
                                                         {"--bucket-kib", o.bucket_kib}};
   for (auto const& [flag, value] : counts)
     if (value == 0) return std::string(flag) + " is 0; it must be at least 1";
-  if (o.dp * o.pp * o.tp != ranks)
-    return "--dp x --pp x --tp = " + std::to_string(o.dp) + " x " + std::to_string(o.pp) + " x " +
-           std::to_string(o.tp) + " = " + std::to_string(o.dp * o.pp * o.tp) + " but there are " +
-           std::to_string(ranks) + " ranks";
+  if (std::size_t const product = o.dp * o.cp * o.ep * o.pp * o.tp; product != ranks)
+    return "--dp x --cp x --ep x --pp x --tp = " + std::to_string(o.dp) + " x " + std::to_string(o.cp) + " x " +
+           std::to_string(o.ep) + " x " + std::to_string(o.pp) + " x " + std::to_string(o.tp) + " = " +
+           std::to_string(product) + " but there are " + std::to_string(ranks) + " ranks";
   if (o.model != "gpt" && o.model != "llama") return "--model " + o.model + " is neither gpt nor llama";
+  if (o.model != "llama" && (o.cp > 1 || o.experts > 0))
+    return "--cp and --experts need --model llama (the GPT reads learned positions by index and has no experts)";
+  if (o.cp > 1 && o.sequence % (2 * o.cp) != 0)
+    return "--sequence " + std::to_string(o.sequence) + " does not cut into 2 x --cp = " + std::to_string(2 * o.cp) +
+           " equal chunks (the balanced order)";
+  if (o.cp_form != "ring" && o.cp_form != "all-to-all")
+    return "--cp-form " + o.cp_form + " is neither ring nor all-to-all";
+  if (o.experts == 0 && o.ep > 1) return "--ep " + std::to_string(o.ep) + " needs --experts";
+  if (o.experts > 0 && o.experts % o.ep != 0)
+    return "--ep " + std::to_string(o.ep) + " does not divide --experts " + std::to_string(o.experts);
+  if (o.experts > 0 && (o.top_k == 0 || o.top_k > 2 || o.top_k > o.experts))
+    return "--top-k " + std::to_string(o.top_k) + " is not 1 or 2 of the --experts " + std::to_string(o.experts);
   if (o.kv_heads > 0 && o.heads % o.kv_heads != 0)
     return "--kv-heads " + std::to_string(o.kv_heads) + " does not divide --heads " + std::to_string(o.heads);
   auto const bad = [](char const* flag, double value, char const* range) {
@@ -538,6 +607,7 @@ std::string options_error(options const& o, std::size_t ranks) {
   if (!std::isfinite(o.weight_decay) || o.weight_decay < 0) return bad("--weight-decay", o.weight_decay, "0 or more");
   if (!(o.lr_floor >= 0 && o.lr_floor <= 1)) return bad("--lr-floor", o.lr_floor, "in [0, 1]");
   if (!(o.rope_base > 1) || !std::isfinite(o.rope_base)) return bad("--rope-base", o.rope_base, "above 1");
+  if (!(o.capacity >= 0) || !std::isfinite(o.capacity)) return bad("--capacity", o.capacity, "0 (dropless) or more");
   if (o.save_initial && o.save.empty()) return "--save-initial needs --save";
   return {};
 }
@@ -585,6 +655,16 @@ int main(int argc, char** argv) {
   app.add_option("--dp", o.dp, "data-parallel replicas")->capture_default_str();
   app.add_option("--tp", o.tp, "tensor-parallel degree")->capture_default_str();
   app.add_option("--pp", o.pp, "pipeline stages")->capture_default_str();
+  app.add_option("--cp", o.cp, "llama: context-parallel degree (each sequence split over this many ranks)")
+      ->capture_default_str();
+  app.add_option("--cp-form", o.cp_form, "llama: context-parallel attention, ring or all-to-all")
+      ->capture_default_str();
+  app.add_option("--experts", o.experts, "llama: a mixture of this many experts in every other block (0: none)")
+      ->capture_default_str();
+  app.add_option("--top-k", o.top_k, "llama: the experts each token goes to, 1 or 2")->capture_default_str();
+  app.add_option("--ep", o.ep, "llama: expert-parallel degree (dividing --experts; also splits the batch)")
+      ->capture_default_str();
+  app.add_option("--capacity", o.capacity, "llama: the experts' capacity factor (0: dropless)")->capture_default_str();
   app.add_option("--schedule", o.schedule, "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}))
       ->capture_default_str();

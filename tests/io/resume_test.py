@@ -2,7 +2,8 @@
 
     python3 resume_test.py DIR TRAIN_GPT MPIEXEC NUMPROC_FLAG [PREFLAGS...]
 
-Each case trains examples/train_gpt (the GPT, or the Llama-style model) for
+Each case trains examples/train_gpt (the GPT, or the Llama-style model, with
+context parallelism or experts) for
 6 steps and saves its state, then
 resumes it to step 10 under another configuration and rank count, and
 trains that configuration uninterrupted for 10 steps alongside. The resumed
@@ -22,6 +23,7 @@ import sys
 TOLERANCE = 1e-3
 COMMON = ["--global-batch", "8", "--quiet"]
 LLAMA = ["--model", "llama", "--kv-heads", "1"]
+EXPERTS = ["--model", "llama", "--experts", "4", "--top-k", "2"]
 
 # (saved on, resumed on): each as (ranks, options).
 CASES = [
@@ -32,6 +34,11 @@ CASES = [
     ((4, ["--dp", "2", "--pp", "2", "--zero", "2", "--microbatches", "2"]), (2, ["--tp", "2"])),
     # The Llama-style model with one key/value head (held whole by both tp ranks), resumed as a pipeline.
     ((4, [*LLAMA, "--dp", "2", "--tp", "2", "--zero", "3"]), (2, [*LLAMA, "--pp", "2", "--microbatches", "2"])),
+    # Experts saved split over ep = 2 (ZeRO-3 beside dp), resumed over ep = 4; and checked against one rank.
+    ((4, [*EXPERTS, "--dp", "2", "--ep", "2", "--zero", "3"]), (4, [*EXPERTS, "--ep", "4", "--zero", "2"])),
+    ((4, [*EXPERTS, "--ep", "4"]), (2, [*EXPERTS, "--dp", "2", "--check"])),
+    # Context parallelism: saved on cp = 4 (ring), resumed on cp = 2 (all-to-all) beside tp.
+    ((4, [*LLAMA, "--cp", "4", "--zero", "1"]), (4, [*LLAMA, "--cp", "2", "--cp-form", "all-to-all", "--tp", "2"])),
 ]
 
 
