@@ -86,9 +86,9 @@ enum class pass { forward, backward };
 // arrive (the same sizes, so the same work).
 void compute_only(ops::context_attention_state<float, host> s, pass p, heads const& dout, exec_type const& exec) {
   ops::context_geometry const& g = s.at;
-  auto const mine = ops::rank_chunks(g.length, g.cp, g.position, g.order);
+  auto const mine = rank_chunks(g.length, g.cp, g.position, g.order);
   auto const theirs = [&](std::size_t t) {
-    return ops::rank_chunks(g.length, g.cp, (g.position + g.cp - t) % g.cp, g.order);
+    return rank_chunks(g.length, g.cp, (g.position + g.cp - t) % g.cp, g.order);
   };
   if (p == pass::forward) {
     ops::detail::attend(
@@ -159,7 +159,7 @@ std::vector<double>& medians() {
 void ring_case(benchmark::State& state, shape const& s, pass p, part what) {
   exec_type const exec;
   heads const q = filled(s, 1), k = filled(s, 2), v = filled(s, 3), dout = filled(s, 4);
-  ops::context_options const o{.form = ops::context_form::ring};
+  ops::context_options const o{.form = context_form::ring};
   auto const forward = ops::context_attention(q, k, v, o, exec);
   std::size_t const cp = world_mesh().size();
   std::size_t const block = 2 * k.local().size();

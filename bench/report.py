@@ -48,6 +48,7 @@ LOCAL_PRODUCT_KINDS = ("local_product",)
 CONTEXT_MARKERS = ("<!-- context parallelism results begin -->", "<!-- context parallelism results end -->")
 CONTEXT_KINDS = ("ring", "heads_transition")
 EXPERT_MARKERS = ("<!-- expert parallelism results begin -->", "<!-- expert parallelism results end -->")
+CONTEXT_MEMORY_MARKERS = ("<!-- context memory results begin -->", "<!-- context memory results end -->")
 EXPERT_KINDS = ("dispatch", "dispatch_plan")
 SIZES = {"75x5KiB": 75 * 5 << 10, "64KiB": 64 << 10, "256KiB": 256 << 10, "1MiB": 1 << 20, "4MiB": 4 << 20, "16MiB": 16 << 20, "64MiB": 64 << 20,
          "256MiB": 256 << 20, "1024MiB": 1024 << 20}
@@ -531,6 +532,22 @@ def context_section(ring, transition):
     return "\n".join(rows) + "\n"
 
 
+def context_memory_section(reports):
+    """The memory ledger's peaks per rank of the same training step on cp = 1, 2, 4 ranks (train_gpt --report)."""
+    runs = sorted((r["degrees"]["cp"], r["peak_bytes"]) for r in reports if "degrees" in r)
+    if not runs:
+        return ""
+    base = runs[0][1]["activations"] if runs[0][0] == 1 else None
+    mib = lambda b: f"{b / 2**20:.2f}"
+    rows = ["| cp | activations per rank MiB | x cp = 1 | workspace per rank MiB | parameters per rank MiB | "
+            "gradients per rank MiB |", "|" + "---|" * 6]
+    for cp, peak in runs:
+        share = f"{peak['activations'] / base:.3f}" if base else ""
+        rows.append(f"| {cp} | {mib(peak['activations'])} | {share} | {mib(peak['workspace'])} | "
+                    f"{mib(peak['parameters'])} | {mib(peak['gradients'])} |")
+    return "\n".join(rows) + "\n"
+
+
 def expert_section(dispatch, plans):
     """The dispatch against one by hand with MPI_Alltoallv of the same counts; the plan apart."""
     rows = ["| tokens x features | experts, top-k | shardmesh ms | by hand ms | shardmesh / by hand | plan ms |",
@@ -634,13 +651,19 @@ def replace_between(text, markers, section):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="+")
+    parser.add_argument("results", nargs="*")
     parser.add_argument("--markdown", help="write the tables here")
     parser.add_argument("--figures", help="write transition_ratios.png and .svg into this folder")
     parser.add_argument("--readme", action="append", default=[],
                         help="replace the results sections of this file (README.md, docs/04-benchmarks.md); repeatable")
     parser.add_argument("--command", default="tools/bench", help="the command that produced the results")
+    parser.add_argument("--train-reports", nargs="*", default=[],
+                        help="train_gpt --report files (JSON) of one run each, for the memory tables")
     args = parser.parse_args()
+    reports = []
+    for path in args.train_reports:
+        with open(path) as f:
+            reports.append(json.load(f))
     results, contexts = load(args.results)
     block, block_contexts = load_block(args.results)
     dp, dp_contexts = load_data_parallel(args.results)
@@ -654,7 +677,7 @@ def main():
     heads, _ = load_cases(args.results, "heads_transition", 1)
     dispatch, dispatch_contexts = load_cases(args.results, "dispatch", 2)
     plans, _ = load_cases(args.results, "dispatch_plan", 2)
-    if not any((results, block, dp, pipe, saves, products, pencils, training, local, ring, dispatch)):
+    if not any((results, block, dp, pipe, saves, products, pencils, training, local, ring, dispatch, reports)):
         sys.exit("no benchmark results in " + ", ".join(args.results))
     sections = {}  # markers -> text
     if results:
@@ -686,6 +709,10 @@ def main():
     if ring:
         sections[CONTEXT_MARKERS] = (f"Produced by `{args.command}` on {machine(ring_contexts)}.\n\n"
                                      f"{context_section(ring, heads)}")
+    if reports:
+        sections[CONTEXT_MEMORY_MARKERS] = (f"Produced by `{args.command}`: one step of the Llama-style model, 2 "
+                                            f"sequences of 1024 tokens, on cp ranks (train_gpt --report).\n\n"
+                                            f"{context_memory_section(reports)}")
     if dispatch:
         sections[EXPERT_MARKERS] = (f"Produced by `{args.command}` on {machine(dispatch_contexts)}.\n\n"
                                     f"{expert_section(dispatch, plans)}")
@@ -704,7 +731,8 @@ def main():
                                                                            PIPELINE_MARKERS, CHECKPOINT_MARKERS,
                                                                            PRODUCT_MARKERS, PENCIL_MARKERS,
                                                                            TRAINING_MARKERS, LOCAL_PRODUCT_MARKERS,
-                                                                           CONTEXT_MARKERS, EXPERT_MARKERS)):
+                                                                           CONTEXT_MARKERS, EXPERT_MARKERS,
+                                                                           CONTEXT_MEMORY_MARKERS)):
             sys.exit(f"{path} has no results markers (such as {BEGIN} and {END})")
         present = [m for m in sections if m[0] in readme and m[1] in readme]
         for markers in present:

@@ -228,7 +228,7 @@ parallel::llama_config config_of(options const& o, llama_type<T> const*) {
           o.rope_base,
           o.sequence_parallel,
           *parallel::parse_recompute_mode(o.recompute),
-          o.cp_form == "all-to-all" ? ops::context_form::all_to_all : ops::context_form::ring,
+          o.cp_form == "all-to-all" ? context_form::all_to_all : context_form::ring,
           {.count = o.experts, .top_k = o.top_k, .capacity = o.capacity}};
 }
 parallel::gpt_description describe(parallel::gpt_config const& c) { return parallel::gpt_description(c); }
@@ -383,13 +383,12 @@ class run {
     if (o.warmup == 0) return {};
     return [w = o.warmup](std::size_t t) { return t < w ? static_cast<double>(t) / static_cast<double>(w) : 1.0; };
   }
-  // The samples' tokens, each sequence in the order the cp ranks store it (ops/sequence_chunks.hpp).
+  // The samples' tokens, each sequence in the order the cp ranks store it (algebra/sequence_chunks.hpp).
   dynamic_dtensor<int, 2, Kokkos::HostSpace> tensor_of(std::vector<int> const& values, std::size_t rows) {
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> global("samples", rows, o_.sequence);
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t s = 0; s < o_.sequence; ++s)
-        global(r, s) =
-            values[r * o_.sequence + ops::ring_position(s, o_.sequence, axes_.cp, ops::sequence_order::balanced)];
+        global(r, s) = values[r * o_.sequence + ring_position(s, o_.sequence, axes_.cp, sequence_order::balanced)];
     return distribute<Kokkos::HostSpace>(stage_, chunks_.front().layouts().ids, global);
   }
 
@@ -436,10 +435,10 @@ void draw_timeline(run<Model> const& r, std::string const& file) {
   if (std::system(convert.c_str()) == 0) std::printf("and %s\n", png.c_str());
 }
 
-// Each step's seconds and pace, and per memory category the largest peak of any
+// The run's degrees, each step's seconds and pace, and per memory category the largest peak of any
 // phase on any rank (collective: every rank calls it; rank 0 writes).
 template <class Model>
-void write_report(run<Model> const& r, std::size_t first_step, std::vector<double> const& seconds,
+void write_report(run<Model> const& r, options const& o, std::size_t first_step, std::vector<double> const& seconds,
                   std::vector<double> const& paces, std::vector<double> const& losses, std::string const& file) {
   constexpr std::size_t n = memory_category_count;
   std::array<unsigned long long, n> peak{};
@@ -450,6 +449,8 @@ void write_report(run<Model> const& r, std::size_t first_step, std::vector<doubl
   std::ofstream out(file);
   out.precision(17);
   out << "{\"first_step\": " << first_step << ",\n";
+  out << " \"degrees\": {\"dp\": " << o.dp << ", \"cp\": " << o.cp << ", \"ep\": " << o.ep << ", \"pp\": " << o.pp
+      << ", \"tp\": " << o.tp << "},\n";
   for (auto const& [key, list] :
        {std::pair{"step_seconds", &seconds}, std::pair{"pace_seconds", &paces}, std::pair{"losses", &losses}}) {
     out << " \"" << key << "\": [";
@@ -544,7 +545,7 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
   }
   print_memory(distributed, "last");
   if (!o.timeline.empty()) draw_timeline(distributed, o.timeline);
-  if (!o.report.empty()) write_report(distributed, first, step_seconds, paces, losses, o.report);
+  if (!o.report.empty()) write_report(distributed, o, first, step_seconds, paces, losses, o.report);
   if (!o.check) return 0;
   bool const ok = worst <= check_tolerance(o.precision);
   if (root)

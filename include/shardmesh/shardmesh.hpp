@@ -18,6 +18,7 @@
 #include "shardmesh/algebra/planner.hpp"
 #include "shardmesh/algebra/product_algorithm.hpp"
 #include "shardmesh/algebra/propagation.hpp"
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/algebra/static_string.hpp"
 #include "shardmesh/algebra/validation.hpp"

@@ -27,8 +27,6 @@ namespace context_attention_test {
 using namespace shardmesh;
 using namespace shardmesh::test;
 using namespace shardmesh::test::attention;
-using ops::context_form;
-using ops::sequence_order;
 
 namespace {
 
@@ -95,7 +93,7 @@ void check(setup const& u, context_form form, sequence_order order, bool causal)
   if (form == context_form::ring) {
     REQUIRE(out.layout() == l);
     require_near("log-sum-exp", positions(saved.lse), want.lse);
-    ops::ring_traffic const t = ops::ring_attention_traffic(cp, kd.local().size(), sizeof(double), sizeof(double));
+    ring_traffic const t = ring_attention_traffic(cp, kd.local().size(), sizeof(double), sizeof(double));
     REQUIRE(forward.point_to_point.calls == t.forward.exchanges);
     REQUIRE(forward.point_to_point.bytes_sent == t.forward.bytes);
     REQUIRE(forward.point_to_point.bytes_received == t.forward.bytes);
@@ -139,18 +137,18 @@ TEST_CASE("context-parallel attention equals attention over the whole sequence, 
 TEST_CASE("the balanced order gives every rank the same causal work", "[ops][attention][context]") {
   for (std::size_t cp : {1U, 2U, 3U, 4U, 8U}) {
     std::size_t const length = 16 * cp;
-    auto const all = ops::sequence_chunks(length, cp, sequence_order::balanced);
+    auto const all = sequence_chunks(length, cp, sequence_order::balanced);
     std::vector<bool> seen(length, false);
     for (auto const& c : all)
       for (std::size_t i = 0; i < c.size; ++i) {
         REQUIRE(!seen[c.position + i]);  // every position once
         seen[c.position + i] = true;
-        REQUIRE(ops::ring_position(c.begin + i, length, cp, sequence_order::balanced) == c.position + i);
+        REQUIRE(ring_position(c.begin + i, length, cp, sequence_order::balanced) == c.position + i);
       }
     // Query-key pairs a rank's queries see: the same on every rank.
     std::vector<std::size_t> work(cp, 0);
     for (std::size_t r = 0; r < cp; ++r)
-      for (auto const& c : ops::rank_chunks(length, cp, r, sequence_order::balanced))
+      for (auto const& c : rank_chunks(length, cp, r, sequence_order::balanced))
         for (std::size_t i = 0; i < c.size; ++i) work[r] += c.position + i + 1;
     for (std::size_t r = 0; r < cp; ++r) REQUIRE(work[r] == work[0]);
   }

@@ -14,7 +14,14 @@
 // the Llama has 4 query heads and one key/value head (held whole by every
 // tp rank, its weight gradients reduced over tp); the tests' own residual
 // MLP (residual_mlp.hpp, its own description) has blocks of four widths;
-// the embedding and the head make the first and last stages heavier.
+// the embedding and the head make the first and last stages heavier. A
+// Llama of 8 tokens is checked likewise on every plan with context
+// parallelism (cp = 2 and 4 in the ring form, cp = 2 in the all-to-all
+// form, beside dp, tp and pp): the ledger's activations fall as 1/cp as
+// predicted; and on cp alone and cp x tp its stages issue the collectives
+// declared (the all-to-all form's transitions, the gradients' reduction
+// over cp) and the ring's point-to-point blocks ring_attention_traffic
+// gives, calls and bytes.
 #include "exhaustive.hpp"
 #include "mpi_test.hpp"
 #include "reference_models.hpp"
@@ -93,6 +100,31 @@ struct llama_case {
   static constexpr bool sequence_parallel = true;
 };
 
+// The Llama of 8 tokens, its attention context-parallel in the form Form where the plan has cp.
+template <context_form Form>
+struct llama_context_case : llama_case {
+  static test::llama_reference::config sizes(std::size_t global) {
+    auto c = llama_case::sizes(global);
+    c.T = 8;
+    return c;
+  }
+  static parallel::llama_config config(bool sp) {
+    auto const c = sizes(1);
+    parallel::llama_config out{c.V, c.T, c.C, c.H, c.K, c.D, c.F, c.L, c.eps, c.base, sp};
+    out.context = Form;
+    return out;
+  }
+  static values start() { return test::llama_reference::init(sizes(1), 3); }
+  static batch batch_of(std::size_t global) {
+    auto const c = sizes(global);
+    return {test::llama_reference::tokens(c, 11, 100), test::llama_reference::tokens(c, 11, 200)};
+  }
+  static constexpr bool precisions = false;  // cp's plans in float: the precisions are the other cases'
+  static constexpr bool context = true;
+};
+using llama_ring_case = llama_context_case<context_form::ring>;
+using llama_all_to_all_case = llama_context_case<context_form::all_to_all>;
+
 // The tests' own model (residual_mlp.hpp): blocks of MLP widths 6, 15, 4 and 11; no sequence parallelism.
 struct residual_case {
   template <class T>
@@ -148,18 +180,24 @@ TEMPLATE_TEST_CASE("the declared stages name, size and place every parameter as 
 }
 
 TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives and bytes the model issues",
-                   "[parallel][planner]", gpt_case, llama_case, residual_case) {
+                   "[parallel][planner]", gpt_case, llama_case, residual_case, llama_ring_case, llama_all_to_all_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
-  std::vector<std::pair<std::size_t, std::size_t>> meshes{{1, n}, {n, 1}};
-  if (n == 4) meshes.emplace_back(2, 2);
+  std::vector<mesh_shape> meshes;
+  if constexpr (requires { TestType::context; }) {  // cp alone, and beside tp
+    if (n > 1 && 8 % (2 * n) == 0) meshes.push_back(mesh_shape{{"dp", 1}, {"cp", n}, {"tp", 1}});
+    if (n == 4) meshes.push_back(mesh_shape{{"dp", 1}, {"cp", 2}, {"tp", 2}});
+  } else {
+    meshes = {mesh_shape{{"dp", 1}, {"tp", n}}, mesh_shape{{"dp", n}, {"tp", 1}}};
+    if (n == 4) meshes.push_back(mesh_shape{{"dp", 2}, {"tp", 2}});
+  }
   std::size_t const samples = 2 * n;
   values const start = TestType::start();
   batch const b = TestType::batch_of(samples);
   std::size_t const T = TestType::config(false).sequence, L = TestType::config(false).layers;
-  for (auto const& [dp, tp] : meshes)
+  for (mesh_shape const& shape : meshes)
     for (bool sequence_parallel : {false, TestType::sequence_parallel}) {
       auto const g = TestType::config(sequence_parallel);
-      device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", dp}, {"tp", tp}});
+      device_mesh const mesh(MPI_COMM_WORLD, shape);
       typename TestType::template model<float> m(mesh, g, [&](std::string const& name) { return start.at(name); });
       // Gradients stay partial on dp, as the trainer accumulates them.
       m.for_each_parameter([&](std::string const&, auto& p) {
@@ -179,19 +217,27 @@ TEMPLATE_TEST_CASE("each stage's declared redistributions are the collectives an
       REQUIRE(seen.size() == 2 * (L + 3));
       for (auto const& [key, table] : seen) {
         auto const& [stage, in_backward] = key;
-        INFO("dp=" << dp << " tp=" << tp << (sequence_parallel ? " sp" : "") << ", stage " << stage
-                   << (in_backward ? " backward" : " forward"));
-        auto const want = parallel::transition_traffic(
-            mesh.shape(), typename TestType::description(g).stages(mesh.shape(), samples)[stage].transitions,
-            in_backward, mesh.rank(), sizeof(float));
+        INFO(to_string(shape).view() << (sequence_parallel ? " sp" : "") << ", stage " << stage
+                                     << (in_backward ? " backward" : " forward"));
+        // The transitions as the algebra plans them, and the ring's blocks (point to point, in float).
+        parallel::stage_description const declared =
+            typename TestType::description(g).stages(mesh.shape(), samples)[stage];
+        std::map<std::string, parallel::collective_traffic> want;
+        for (auto const& [kind, traffic] :
+             parallel::transition_traffic(mesh.shape(), declared.transitions, in_backward, mesh.rank(), sizeof(float)))
+          want[std::string(to_string(kind))] = traffic;
+        for (parallel::exchange_spec const& e : declared.exchanges) {
+          if (e.in_backward != in_backward || e.calls == 0) continue;
+          parallel::collective_traffic& w = want["point_to_point"];
+          w.calls += e.calls;
+          w.bytes_received += static_cast<std::size_t>(e.elements + e.statistic_elements) * sizeof(float);
+        }
         std::size_t counted = 0;
         for (auto const& [kind, count] : table) {
           if (count.calls == 0) continue;
           INFO(kind);
           ++counted;
-          auto const it =
-              std::find_if(want.begin(), want.end(), [&](auto const& w) { return to_string(w.first) == kind; });
-          REQUIRE(it != want.end());
+          auto const it = want.find(std::string(kind));
           CHECK(count.calls == it->second.calls);
           CHECK(count.bytes_received == it->second.bytes_received);
         }
@@ -211,9 +257,14 @@ void check_plan(parallel::training_plan const& plan, parallel::memory_model cons
   values const start = TestType::start();
   using model = typename TestType::template model<T>;
   using trainer_type = parallel::trainer<model>;
-  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}});
-  device_mesh const stage = mesh.submesh({"dp", "tp"});
-  std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[1];
+  mesh_shape shape = parallel::memory_model::stage_mesh(plan);  // dp (cp, ep) tp: pp goes before tp
+  std::size_t const last = shape.ndim++;
+  shape.axes[last] = shape.axes[last - 1];
+  shape.axes[last - 1] = {"pp", plan.pp};
+  device_mesh const mesh(MPI_COMM_WORLD, shape);
+  std::size_t const pp = mesh.shape().find("pp");
+  device_mesh const stage = mesh.submesh(axis_set::all(mesh.shape().ndim) - axis_set::of(pp));
+  std::size_t const v = plan.virtual_stages, s = mesh.coordinates()[pp];
   auto const parts = parallel::partition_layers(g.layers, plan.pp * v, parallel::partition_costs(predict.model()));
   std::deque<model> chunks;
   std::vector<model*> pointers;
@@ -230,7 +281,8 @@ void check_plan(parallel::training_plan const& plan, parallel::memory_model cons
   batch const b = TestType::batch_of(global);
   std::vector<typename trainer_type::micro_batch> micro;
   for (std::size_t a = 0; a < plan.micro_batches; ++a) {
-    interval const samples{a * plan.micro_batch * plan.dp, (a + 1) * plan.micro_batch * plan.dp};
+    interval const samples{a * plan.micro_batch * plan.batch_replicas(),
+                           (a + 1) * plan.micro_batch * plan.batch_replicas()};
     micro.push_back({rows(stage, chunks.front().layouts().ids, b.tokens, samples, g.sequence),
                      rows(stage, chunks.front().layouts().ids, b.targets, samples, g.sequence)});
   }
@@ -247,7 +299,7 @@ void check_plan(parallel::training_plan const& plan, parallel::memory_model cons
 }  // namespace
 
 TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activations equal the ledger's, rank by rank",
-                   "[parallel][planner]", gpt_case, llama_case, residual_case) {
+                   "[parallel][planner]", gpt_case, llama_case, residual_case, llama_ring_case, llama_all_to_all_case) {
   auto const n = static_cast<std::size_t>(test::world_size());
   std::size_t const global = 4 * n;
   bool const sequence_parallel = GENERATE(false, true) && TestType::sequence_parallel;
@@ -258,11 +310,18 @@ TEMPLATE_TEST_CASE("predicted parameters, gradients, optimizer state and activat
   parallel::training_problem problem{description, global, n, 2, std::nullopt, std::nullopt, std::nullopt};
   if (!TestType::precisions) problem.compute = parallel::precision::fp32;
   if (!TestType::precisions) problem.recompute = parallel::recompute_mode::none;
-  // Beyond 2 ranks, the default suite checks every 4th plan (exhaustive.hpp).
-  std::size_t const stride = n > 2 ? test::case_stride(4) : 1;
+  problem.max_context_parallel = n;
+  // Beyond 2 ranks, the default suite checks every 4th plan (the context cases, which add cp to every other
+  // dimension, every 16th, and every 2nd on 2 ranks); the full suite every one (exhaustive.hpp).
+  std::size_t stride = n > 2 ? 4 : 1;
+  if constexpr (requires { TestType::context; }) stride = n > 2 ? 16 : 2;
+  stride = test::case_stride(stride);
   std::size_t runs = 0, index = 0;
   for (parallel::training_plan const& plan : parallel::candidate_plans(problem)) {
     if (plan.micro_batches > 2 * plan.pp) continue;
+    if constexpr (requires { TestType::context; }) {  // its plans with cp; the others are llama_case's
+      if (plan.cp == 1) continue;
+    }
     if (index++ % stride != 0) continue;
     INFO(to_string(plan) << (sequence_parallel ? " sp" : ""));
     if constexpr (TestType::precisions) {

@@ -155,8 +155,8 @@ class model_run {
   // The samples' tokens in the order a context-parallel model stores them (sequence_order.hpp).
   [[nodiscard]] std::vector<int> stored(std::vector<int> const& tokens) const {
     if (setup_.cp == 1) return tokens;
-    return reordered(tokens, tokens.size() / config_.sequence, config_.sequence, setup_.cp,
-                     ops::sequence_order::balanced, true);
+    return reordered(tokens, tokens.size() / config_.sequence, config_.sequence, setup_.cp, sequence_order::balanced,
+                     true);
   }
 
   pipeline_setup setup_;

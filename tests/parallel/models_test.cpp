@@ -171,14 +171,14 @@ TEST_CASE("a context-parallel Llama equals the serial reference in both forms: l
   lr::forward_result const want = lr::forward(c, start, tokens, targets);
   values const want_grads = on_every_rank(test::world_rank() == 0 ? lr::gradients(c, start, tokens, targets) : start);
   for (mesh_shape const& shape : shapes)
-    for (ops::context_form form : {ops::context_form::ring, ops::context_form::all_to_all})
+    for (context_form form : {context_form::ring, context_form::all_to_all})
       for (bool sp : {false, true}) {
         if (sp && shape.extent(shape.find("tp")) == 1) continue;
         INFO(to_string(shape).view() << ", " << to_string(form) << (sp ? ", sequence parallel" : ""));
         device_mesh const mesh(MPI_COMM_WORLD, shape);
         std::size_t const cp = shape.extent(shape.find("cp"));
         auto const stored = [&](std::vector<int> const& v) {
-          return test::reordered(v, c.B, c.T, cp, ops::sequence_order::balanced, true);
+          return test::reordered(v, c.B, c.T, cp, sequence_order::balanced, true);
         };
         parallel::llama_config config = config_of(c, sp);
         config.context = form;
@@ -188,7 +188,7 @@ TEST_CASE("a context-parallel Llama equals the serial reference in both forms: l
         m.backward();
         CHECK(std::abs(f.loss - want.loss) <= 1e-4 * want.loss);
         require_close_to_scale("logits",
-                               test::reordered(gathered(f.logits), c.B, c.T, cp, ops::sequence_order::balanced, false),
+                               test::reordered(gathered(f.logits), c.B, c.T, cp, sequence_order::balanced, false),
                                want.logits, 1e-4);
         m.for_each_parameter([&](std::string const& name, auto& p) {
           require_close_to_scale(name, gathered(p.grad()), want_grads.at(name), 1e-4);
@@ -207,7 +207,7 @@ TEST_CASE("a context-parallel Llama's gradients over two micro-batches, the firs
   auto const targets = lr::tokens(c, 3, 2);
   values const want = on_every_rank(test::world_rank() == 0 ? lr::gradients(c, start, tokens, targets) : start);
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"cp", n}, {"tp", 1}});
-  for (ops::context_form form : {ops::context_form::ring, ops::context_form::all_to_all})
+  for (context_form form : {context_form::ring, context_form::all_to_all})
     for (bool stash : {false, true}) {
       INFO(to_string(form) << (stash ? ", the first micro-batch's state stashed" : ""));
       parallel::llama_config config = config_of(c);
@@ -215,8 +215,7 @@ TEST_CASE("a context-parallel Llama's gradients over two micro-batches, the firs
       model m(mesh, config, [&](std::string const& name) { return start.at(name); });
       layout const l = m.layouts().ids;
       auto const part = [&](std::vector<int> const& v, std::size_t first) {
-        return rows(mesh, l, test::reordered(v, c.B, c.T, n, ops::sequence_order::balanced, true), {first, first + 2},
-                    c.T);
+        return rows(mesh, l, test::reordered(v, c.B, c.T, n, sequence_order::balanced, true), {first, first + 2}, c.T);
       };
       double const count = static_cast<double>(c.B * c.T);
       (void)m.forward(part(tokens, 0), part(targets, 0), count);
@@ -324,6 +323,23 @@ history restricted(history const& want, history const& got) {
   return out;
 }
 
+// The serial reference's training of c: its start, its batches and its history under serial AdamW.
+struct serial_run {
+  values start;
+  std::function<batch(std::size_t)> batch_of;
+  history want;
+};
+serial_run serial_training(lr::config const& c) {
+  serial_run r{lr::init(c, 5),
+               [c](std::size_t step) { return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)}; },
+               {}};
+  r.want = reference(r.start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
+    batch const b = r.batch_of(step);
+    return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
+  });
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule equals serial AdamW",
@@ -331,23 +347,15 @@ TEST_CASE("Llama training over dp x pp x tp with every ZeRO stage and schedule e
   // One global batch of 4 samples everywhere (uneven over 4 replicas and 2 micro-batches); 1 and 2 key/value
   // heads in turn (tp = 2: held whole, and split).
   std::vector<setup> const setups = setups_of_world();
-  std::map<std::size_t, history> references;  // by key/value heads
+  std::map<std::size_t, serial_run> references;  // by key/value heads
   for (std::size_t i = 0; i < setups.size(); ++i) {
     std::size_t const kv = 1 + i % 2;
     lr::config const c = small(kv, 4, layers);
-    values const start = lr::init(c, 5);
-    auto const batch_of = [&](std::size_t step) {
-      return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
-    };
-    if (!references.contains(kv))
-      references.emplace(kv, reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
-                           batch const b = batch_of(step);
-                           return std::pair{lr::forward(c, p, b.tokens, b.targets).loss,
-                                            lr::gradients(c, p, b.tokens, b.targets)};
-                         }));
+    if (!references.contains(kv)) references.emplace(kv, serial_training(c));
+    serial_run const& serial = references.at(kv);
     INFO(describe(setups[i]) << ", " << kv << " key/value heads");
-    history const h = train<model>(setups[i], config_of(c), start, c.B, batch_of, options);
-    require_close(h, restricted(references.at(kv), h), tolerance);
+    history const h = train<model>(setups[i], config_of(c), serial.start, c.B, serial.batch_of, options);
+    require_close(h, restricted(serial.want, h), tolerance);
   }
 }
 
@@ -369,21 +377,14 @@ TEST_CASE("a context-parallel Llama trains over dp x cp x pp x tp, both forms, e
   if (setups.empty()) return;
   lr::config c = small(2, 4);  // 2 layers: one per stage on pp = 2 (the reference's differences take the time)
   c.T = 8;
-  values const start = lr::init(c, 5);
-  auto const batch_of = [&](std::size_t step) {
-    return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
-  };
-  history const want = reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
-    batch const b = batch_of(step);
-    return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
-  });
+  serial_run const serial = serial_training(c);
   for (std::size_t i = 0; i < setups.size(); ++i) {
     parallel::llama_config config = config_of(c);
-    config.context = i % 2 == 0 ? ops::context_form::ring : ops::context_form::all_to_all;
+    config.context = i % 2 == 0 ? context_form::ring : context_form::all_to_all;
     if (i == 1) config.recompute = parallel::recompute_mode::selective;
     INFO(describe(setups[i]) << ", " << to_string(config.context));
-    history const h = train<model>(setups[i], config, start, c.B, batch_of, options);
-    require_close(h, restricted(want, h), tolerance);
+    history const h = train<model>(setups[i], config, serial.start, c.B, serial.batch_of, options);
+    require_close(h, restricted(serial.want, h), tolerance);
   }
 }
 
@@ -409,20 +410,13 @@ TEST_CASE("a Llama with experts trains over dp x ep x pp x tp, every ZeRO stage,
   if (setups.empty()) return;
   lr::config c = with_experts(4);
   c.micro = 2;
-  values const start = lr::init(c, 5);
-  auto const batch_of = [&](std::size_t step) {
-    return batch{lr::tokens(c, 11, 100 + step), lr::tokens(c, 11, 200 + step)};
-  };
-  history const want = reference(start, matrices(lr::shapes(c)), [&](values const& p, std::size_t step) {
-    batch const b = batch_of(step);
-    return std::pair{lr::forward(c, p, b.tokens, b.targets).loss, lr::gradients(c, p, b.tokens, b.targets)};
-  });
+  serial_run const serial = serial_training(c);
   for (std::size_t i = 0; i < setups.size(); ++i) {
     parallel::llama_config config = config_of(c);
     if (i == 3) config.recompute = parallel::recompute_mode::full;
     INFO(describe(setups[i]));
-    history const h = train<model>(setups[i], config, start, c.B, batch_of, options);
-    require_close(h, restricted(want, h), tolerance);
+    history const h = train<model>(setups[i], config, serial.start, c.B, serial.batch_of, options);
+    require_close(h, restricted(serial.want, h), tolerance);
   }
 }
 

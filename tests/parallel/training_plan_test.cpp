@@ -4,8 +4,13 @@
 // space of 64 ranks and a 32-layer model is enumerated, sized and timed in
 // under a second, the memory model's totals obey ZeRO's table, a hardware
 // model fits and looks up what calibration measured, and the time model
-// charges each plan for what it does, the library's own costs included.
+// charges each plan for what it does, the library's own costs included;
+// context and expert parallelism are plan dimensions where the model takes
+// them (refused with the model's reason where it does not), activations
+// per rank fall as 1/cp and the experts' state as 1/ep, and the ring's and
+// the experts' exchanges are priced.
 #include <shardmesh/models/gpt_description.hpp>
+#include <shardmesh/models/llama_description.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
 #include <shardmesh/plan/memory_model.hpp>
 #include <shardmesh/plan/time_model.hpp>
@@ -93,9 +98,9 @@ TEST_CASE("a plan that cannot run says why", "[parallel][planner]") {
   training_problem const problem{gpt(small(4, 3)), 8, 4};
   auto const error = [&](training_plan const& p) { return training_plan_error(problem, p); };
   CHECK(error({.dp = 2, .tp = 1, .pp = 1, .micro_batch = 4, .micro_batches = 1}) ==
-        "plan: dp x tp x pp = 2, not the 4 ranks");
+        "plan: dp x cp x ep x tp x pp = 2, not the 4 ranks");
   CHECK(error({.dp = 4, .micro_batch = 1, .micro_batches = 1}) ==
-        "plan: micro-batch x micro-batches x dp = 4, not the global batch of 8");
+        "plan: micro-batch x micro-batches x dp x ep = 4, not the global batch of 8");
   CHECK(error({.tp = 4, .micro_batch = 8}) == "plan: tp = 4 is more than the 3 heads");
   CHECK(error({.pp = 4,
                .micro_batch = 2,
@@ -118,6 +123,109 @@ TEST_CASE("a plan that cannot run says why", "[parallel][planner]") {
                .schedule = schedule_kind::interleaved,
                .virtual_stages = 2})
             .empty());
+}
+
+namespace {
+
+// A Llama of 8 tokens (cut into 2 cp chunks for cp up to 4), with 4 experts in every other block when asked.
+llama_config long_llama(std::size_t experts, context_form form = context_form::ring) {
+  llama_config c{
+      .vocabulary = 50, .sequence = 8, .hidden = 8, .heads = 4, .kv_heads = 2, .head_size = 4, .ffn = 12, .layers = 4};
+  c.context = form;
+  c.experts = {.count = experts, .every = 2, .top_k = 2};
+  return c;
+}
+
+std::shared_ptr<model_description const> llama(llama_config const& c) {
+  return std::make_shared<llama_description const>(c);
+}
+
+}  // namespace
+
+TEST_CASE("cp and ep are plan dimensions where the model takes them, refused with its reason where not",
+          "[parallel][planner]") {
+  auto const error = [](std::shared_ptr<model_description const> m, training_plan const& p) {
+    training_problem problem{std::move(m), 8, 4};
+    problem.max_context_parallel = 4;
+    return training_plan_error(problem, p);
+  };
+  training_plan const on_cp{.micro_batch = 8, .cp = 4}, on_ep{.micro_batch = 2, .ep = 4};
+  CHECK(error(llama(long_llama(4)), on_cp).empty());
+  CHECK(error(llama(long_llama(4)), on_ep).empty());
+  CHECK(error(llama(long_llama(4)), {.tp = 2, .micro_batch = 8, .cp = 2}).empty());
+  CHECK(error(llama(long_llama(4)), {.dp = 2, .micro_batch = 2, .ep = 2}).empty());
+  CHECK(error(gpt(small(4, 3)), on_cp) ==
+        "plan: cp = 4: learned positions are read by index, the sequence stays whole");
+  CHECK(error(llama(long_llama(0)), on_ep) == "plan: the model has no experts to split (ep = 4)");
+  llama_config odd = long_llama(4);
+  odd.sequence = 6;
+  CHECK(error(llama(odd), on_cp) == "plan: cp = 4 does not cut the sequence of 6 into 8 equal chunks");
+  odd = long_llama(6);
+  CHECK(error(llama(odd), on_ep) == "plan: ep = 4 does not divide the 6 experts");
+  CHECK(error(llama(long_llama(4)), {.micro_batch = 8, .ep = 4}) ==
+        "plan: micro-batch x micro-batches x dp x ep = 32, not the global batch of 8");
+  CHECK(error(llama(long_llama(4)), {.micro_batch = 8, .cp = 2}) ==
+        "plan: dp x cp x ep x tp x pp = 2, not the 4 ranks");
+
+  // The search: every candidate valid, each once; cp and ep where they divide, never where they do not.
+  training_problem problem{llama(long_llama(4)), 8, 4};
+  std::vector<training_plan> const unasked = candidate_plans(problem);  // cp searched only where asked
+  CHECK(std::all_of(unasked.begin(), unasked.end(), [](training_plan const& p) { return p.cp == 1; }));
+  problem.max_context_parallel = 4;
+  std::vector<training_plan> const plans = candidate_plans(problem);
+  std::size_t with_cp = 0, with_ep = 0, with_both = 0;
+  for (training_plan const& p : plans) {
+    CHECK(training_plan_error(problem, p).empty());
+    CHECK(std::count(plans.begin(), plans.end(), p) == 1);
+    with_cp += p.cp > 1 ? 1U : 0U;
+    with_ep += p.ep > 1 ? 1U : 0U;
+    with_both += p.cp > 1 && p.ep > 1 ? 1U : 0U;
+  }
+  CHECK(with_cp > 0);
+  CHECK(with_ep > 0);
+  CHECK(with_both > 0);
+  CHECK(std::none_of(plans.begin(), plans.end(), [](training_plan const& p) { return p.ep == 3 || p.cp == 3; }));
+  std::vector<training_plan> const gpt_plans = candidate_plans({gpt(small(4, 3)), 8, 4});
+  CHECK(std::none_of(gpt_plans.begin(), gpt_plans.end(), [](training_plan const& p) { return p.cp > 1 || p.ep > 1; }));
+}
+
+TEST_CASE("activations per rank fall as 1/cp, the experts' state as 1/ep; the ring and the experts' exchanges priced",
+          "[parallel][planner]") {
+  for (context_form form : {context_form::ring, context_form::all_to_all}) {
+    llama_description const d(long_llama(0, form));
+    memory_model const memory(d);
+    INFO(to_string(form));
+    // From cp = 2 to 4 exactly halved; cp = 1 keeps the probabilities [b, h, t, t] that cp does not (the
+    // all-to-all form keeps its copies of queries, keys, values and output instead).
+    state_memory const whole = memory.state({.micro_batch = 2}, 0, 2);
+    state_memory const two = memory.state({.micro_batch = 2, .cp = 2}, 0, 2);
+    state_memory const four = memory.state({.micro_batch = 2, .cp = 4}, 0, 2);
+    CHECK(two.activations == 2 * four.activations);
+    CHECK(whole.activations > two.activations);
+    CHECK(two.parameters == whole.parameters);  // cp splits no parameter
+    CHECK(four.parameters == whole.parameters);
+    // The ring's blocks: cp - 1 exchanges forward, 2 cp - 1 backward, each rank's keys and values.
+    std::vector<stage_description> const stages = d.stages(mesh_shape{{"dp", 1}, {"cp", 4}, {"tp", 1}}, 2);
+    std::size_t calls = 0;
+    for (exchange_spec const& e : stages[1].exchanges) calls += e.calls;
+    CHECK(calls == (form == context_form::ring ? 3U + 7U : 0U));
+    std::size_t moves = 0;
+    for (transition_spec const& t : stages[1].transitions) moves += t.extents.size() == 4 ? 1U : 0U;
+    CHECK(moves == (form == context_form::ring ? 0U : 8U));  // q, k, v, out and their gradients
+  }
+  llama_description const d(long_llama(4));
+  memory_model const memory(d);
+  state_memory const one = memory.state({.micro_batch = 8}, 0, 2),
+                     four = memory.state({.micro_batch = 2, .ep = 4}, 0, 2);
+  std::size_t expert_elements = 0, other = 0;
+  for (parameter_spec const& p : llama_parameters(long_llama(4)))
+    (p.name.find("experts_") != std::string::npos ? expert_elements : other) += p.elements();
+  CHECK(one.parameters == (expert_elements + other) * sizeof(float));
+  CHECK(four.parameters == (expert_elements / 4 + other) * sizeof(float));
+  CHECK(four.optimizer_state == 2 * four.parameters);
+  time_model const time(memory, machine(1e-5, 1e-9));
+  CHECK(time.predict({.micro_batch = 2, .ep = 4}).tensor_parallel > 0);  // the tokens' all-to-alls
+  CHECK(time.predict({.micro_batch = 8}).tensor_parallel == 0);
 }
 
 TEST_CASE("64 ranks and a 32-layer model: every plan enumerated, sized and timed", "[parallel][planner]") {
@@ -450,16 +558,16 @@ class widths_model final : public model_description {
   [[nodiscard]] std::size_t blocks() const override { return widths_.size(); }
   [[nodiscard]] std::vector<stage_description> stages(mesh_shape const&, std::size_t samples) const override {
     layout const matrix{replicated, replicated};
-    std::vector<stage_description> out{{"in", stage_place::first, stage_kind::embedding, {}, {}, {}, {}, {}}};
+    std::vector<stage_description> out{{"in", stage_place::first, stage_kind::embedding, {}, {}, {}, {}, {}, {}}};
     for (std::size_t b = 0; b < widths_.size(); ++b) {
       std::size_t const w = widths_[b];
-      stage_description s{"b" + std::to_string(b), stage_place::block, stage_kind::block, {}, {}, {}, {}, {}};
+      stage_description s{"b" + std::to_string(b), stage_place::block, stage_kind::block, {}, {}, {}, {}, {}, {}};
       s.parameters = {{"b" + std::to_string(b) + ".w", {w, w}, matrix}};
       s.saved = {{"x", {samples, w}, matrix}};
       s.work.products = {{1, samples, w, w, true}};
       out.push_back(std::move(s));
     }
-    out.push_back({"out", stage_place::last, stage_kind::head, {}, {}, {}, {}, {}});
+    out.push_back({"out", stage_place::last, stage_kind::head, {}, {}, {}, {}, {}, {}});
     return out;
   }
   [[nodiscard]] boundary_spec boundary(mesh_shape const&, std::size_t samples) const override {

@@ -135,9 +135,23 @@ def described(plan_training, models, hardware):
         check(doc["prediction_only"] and feasible, f"{hardware_file}: plans, as predictions")
         with open(os.path.join(models, model)) as f:
             check(doc["model"]["architecture"] == json.load(f)["architecture"], f"{model}: its architecture echoed")
-        check(all(p["dp"] * p["tp"] * p["pp"] == ranks for p in doc["plans"]), f"{hardware_file}: every plan fills the ranks")
+        check(all(p["dp"] * p["cp"] * p["ep"] * p["tp"] * p["pp"] == ranks for p in doc["plans"]),
+              f"{hardware_file}: every plan fills the ranks")
+        # Context parallelism searched only where asked (--max-cp); no ep without experts.
+        check(all(p["cp"] == 1 and p["ep"] == 1 for p in doc["plans"]), f"{model}: cp and ep 1 unless asked")
         steps = [p["seconds"]["step"] for p in feasible]
         check(steps == sorted(steps), f"{hardware_file}: fastest first")
+
+
+    # A Llama with 4 experts in every other block: ep searched where it divides them, and cp up to --max-cp.
+    doc = json.loads(run([plan_training, "--model", os.path.join(models, "small-llama-experts.json"),
+                          "--global-batch", "64", "--ranks", "8", "--hardware",
+                          os.path.join(hardware, "a100-node-8.json"), "--json", "--precision", "bf16",
+                          "--max-cp", "4"]).stdout)
+    eps, cps = {p["ep"] for p in doc["plans"]}, {p["cp"] for p in doc["plans"]}
+    check(eps == {1, 2, 4}, f"experts: ep in {{1, 2, 4}} for 4 experts on 8 ranks, got {sorted(eps)}")
+    check(cps == {1, 2, 4}, f"experts: cp in {{1, 2, 4}} with --max-cp 4, got {sorted(cps)}")
+    check(doc["model"]["experts"] == 4, "experts: the model's experts echoed")
 
 
 def memory(plan_training, model, hardware, out_dir, command):
@@ -193,7 +207,10 @@ def bad_models(plan_training, model, hardware, out_dir):
                   ("head_size", 31, "head_size = 31 is odd: rotary embeddings rotate pairs"),
                   ("rope_base", 0.5, "rope_base = 0.500000 is not above 1"),
                   ("rope_base", "big", '"rope_base" is "big", not a number'),
-                  ("tied_embeddings", True, '"tied_embeddings" is true; the Llama-style model\'s head is untied')]
+                  ("tied_embeddings", True, '"tied_embeddings" is true; the Llama-style model\'s head is untied'),
+                  ("context", "ulysses", '"context" is "ulysses", not one of "ring", "all-to-all"'),
+                  ("experts", 0, '"experts" is 0; it must be at least 1'),
+                  ("top_k", 1.5, '"top_k" is 1.5, not a whole number')]
     # Named after the model: the GPT's and the Llama's runs may write at once.
     path = os.path.join(out_dir, "bad-" + os.path.basename(model))
     for field, value, message in cases:

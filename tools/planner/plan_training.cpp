@@ -97,7 +97,7 @@ void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
 int run(int argc, char** argv) {
   std::string model_file, hardware_file, pictures, precision_name = "any", recompute_name = "any",
                                                    gradients_name = "fp32";
-  std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4;
+  std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4, max_cp = 1;
   bool json = false;
   CLI::App app{
       "Ranks the ways to train a GPT on a machine: every (dp, tp, pp, ZeRO stage, micro-batch, "
@@ -108,7 +108,8 @@ int run(int argc, char** argv) {
       "shardmesh-plan-training"};
   app.add_option("--model", model_file,
                  "the model (JSON: architecture gpt or llama, vocabulary, sequence, hidden, heads, head_size, ffn, "
-                 "layers; llama: kv_heads, rope_base)")
+                 "layers; llama: kv_heads, rope_base, and optionally context (\"ring\" or \"all-to-all\"), experts, "
+                 "expert_every, top_k, capacity)")
       ->required()
       ->type_name("FILE");
   app.add_option("--global-batch", global_batch, "samples (sequences) per step")
@@ -121,6 +122,9 @@ int run(int argc, char** argv) {
   app.add_option("--memory", memory, "bytes per rank (default: the hardware file's; 0: no limit)")->type_name("BYTES");
   app.add_option("--top", top, "plans the table shows")->capture_default_str();
   app.add_option("--max-virtual", max_virtual, "the most chunks per stage interleaving may use")->capture_default_str();
+  app.add_option("--max-cp", max_cp,
+                 "the largest context-parallel degree searched, for models that split the sequence (1: none)")
+      ->capture_default_str();
   app.add_option("--precision", precision_name, "the run's precision (fp32, bf16, fp16), or any: searched")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "any"}))
       ->capture_default_str();
@@ -146,7 +150,8 @@ int run(int argc, char** argv) {
                                  max_virtual,
                                  parse_precision(precision_name),
                                  parse_recompute_mode(recompute_name),
-                                 parse_precision(gradients_name)};
+                                 parse_precision(gradients_name),
+                                 max_cp};
   std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
   std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
   if (json) {

@@ -98,6 +98,20 @@ class model_fields {
     if (n == 0) throw bad(std::string("\"") + name + "\" is 0; it must be at least 1");
     return n;
   }
+  // A size where given, else `otherwise`.
+  [[nodiscard]] std::size_t size_or(char const* name, std::size_t otherwise) const {
+    return j_.contains(name) ? size(name) : otherwise;
+  }
+  // One of `choices` where given, else the first.
+  [[nodiscard]] std::string choice(char const* name, std::vector<std::string> const& choices) const {
+    if (!j_.contains(name)) return choices.front();
+    json const& v = j_.at(name);
+    for (std::string const& c : choices)
+      if (v == c) return c;
+    std::string listed;
+    for (std::string const& c : choices) listed += (listed.empty() ? "\"" : ", \"") + c + "\"";
+    throw bad(std::string("\"") + name + "\" is " + v.dump() + ", not one of " + listed);
+  }
   [[nodiscard]] bool flag(char const* name) const {
     if (j_.contains(name) && !j_.at(name).is_boolean())
       throw bad(std::string("\"") + name + "\" is " + j_.at(name).dump() + ", not true or false");
@@ -145,6 +159,12 @@ llama_config read_llama(model_fields const& f) {
   c.rope_base = f.number("rope_base", c.rope_base);
   if (f.flag("tied_embeddings"))
     throw f.bad("\"tied_embeddings\" is true; the Llama-style model's head is untied (false)");
+  c.context = f.choice("context", {"ring", "all-to-all"}) == "ring" ? shardmesh::context_form::ring
+                                                                    : shardmesh::context_form::all_to_all;
+  c.experts = {.count = f.size_or("experts", 0),
+               .every = f.size_or("expert_every", 2),
+               .top_k = f.size_or("top_k", 2),
+               .capacity = f.number("capacity", 0)};
   f.check(shardmesh::parallel::llama_config_error(c));
   return c;
 }
@@ -181,12 +201,23 @@ json model_json(model_config const& model) {
             {"hidden", c->hidden},   {"heads", c->heads},           {"head_size", c->head_size},
             {"ffn", c->ffn},         {"layers", c->layers},         {"sequence_parallel", c->sequence_parallel}};
   auto const& c = std::get<llama_config>(model);
-  return {{"architecture", "llama"},  {"vocabulary", c.vocabulary},
-          {"sequence", c.sequence},   {"hidden", c.hidden},
-          {"heads", c.heads},         {"kv_heads", c.kv_heads},
-          {"head_size", c.head_size}, {"ffn", c.ffn},
-          {"layers", c.layers},       {"rope_base", c.rope_base},
-          {"tied_embeddings", false}, {"sequence_parallel", c.sequence_parallel}};
+  return {{"architecture", "llama"},
+          {"vocabulary", c.vocabulary},
+          {"sequence", c.sequence},
+          {"hidden", c.hidden},
+          {"heads", c.heads},
+          {"kv_heads", c.kv_heads},
+          {"head_size", c.head_size},
+          {"ffn", c.ffn},
+          {"layers", c.layers},
+          {"rope_base", c.rope_base},
+          {"tied_embeddings", false},
+          {"sequence_parallel", c.sequence_parallel},
+          {"context", c.context == shardmesh::context_form::ring ? "ring" : "all-to-all"},
+          {"experts", c.experts.count},
+          {"expert_every", c.experts.every},
+          {"top_k", c.experts.top_k},
+          {"capacity", c.experts.capacity}};
 }
 
 }  // namespace
@@ -199,6 +230,8 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
   out["plans"] = json::array();
   for (judged_plan const& p : plans) {
     json entry{{"dp", p.plan.dp},
+               {"cp", p.plan.cp},
+               {"ep", p.plan.ep},
                {"tp", p.plan.tp},
                {"pp", p.plan.pp},
                {"zero", static_cast<unsigned>(p.plan.zero)},

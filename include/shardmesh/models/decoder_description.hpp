@@ -11,6 +11,7 @@
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/models/decoder_stages.hpp"
 #include "shardmesh/plan/layer_declarations.hpp"
 #include "shardmesh/plan/model_description.hpp"
@@ -31,6 +32,10 @@ struct decoder_sizes {
   bool positions = true;  // a learned position table (the GPT's), or none (rotary embeddings place tokens)
   bool centred = true;    // layer norms (mean and bias), or RMS norms
   bool gated = false;     // a SwiGLU MLP (gate and up), or a GELU MLP
+  std::size_t experts = 0, top_k = 0, expert_every = 0;  // a mixture of experts in blocks every - 1, 2 every - 1, ...
+  context_form context = context_form::ring;             // attention's form with a "cp" axis
+
+  [[nodiscard]] bool experts_in(std::size_t block) const { return experts > 0 && (block + 1) % expert_every == 0; }
 };
 
 // "name is 0" for the first size that is 0, or nothing: a config's check of its sizes.
@@ -51,10 +56,10 @@ struct decoder_sizes {
   if (stage == 0) return declare_embedding(at, c.vocabulary, c.positions);
   if (stage <= c.layers) {
     stage_declaration d = declare_norm(at, "ln1", c.centred);
-    d += declare_attention(at, {c.heads, c.kv_heads, c.head_size, !c.positions});
+    d += declare_attention(at, {c.heads, c.kv_heads, c.head_size, !c.positions, c.context});
     d += declare_residual(at);
     d += declare_norm(at, "ln2", c.centred);
-    d += declare_mlp(at, c.ffn, c.gated);
+    d += c.experts_in(stage - 1) ? declare_experts(at, c.experts, c.top_k, c.ffn) : declare_mlp(at, c.ffn, c.gated);
     d += declare_residual(at);
     return d;
   }
@@ -89,6 +94,20 @@ class decoder_description : public model_description {
     if (tp > sizes_.heads)
       return "tp = " + std::to_string(tp) + " is more than the " + std::to_string(sizes_.heads) + " heads";
     return {};
+  }
+  [[nodiscard]] std::string context_parallel_error(std::size_t cp) const override {
+    auto const n = [](std::size_t x) { return std::to_string(x); };
+    if (cp <= 1) return {};
+    if (sizes_.positions) return "cp = " + n(cp) + ": learned positions are read by index, the sequence stays whole";
+    if (sizes_.sequence % sequence_pieces(cp, sequence_order::balanced) != 0)
+      return "cp = " + n(cp) + " does not cut the sequence of " + n(sizes_.sequence) + " into " +
+             n(sequence_pieces(cp, sequence_order::balanced)) + " equal chunks";
+    return {};
+  }
+  [[nodiscard]] std::string expert_parallel_error(std::size_t ep) const override {
+    if (ep <= 1 || (sizes_.experts > 0 && sizes_.experts % ep == 0)) return {};
+    if (sizes_.experts == 0) return model_description::expert_parallel_error(ep);
+    return "ep = " + std::to_string(ep) + " does not divide the " + std::to_string(sizes_.experts) + " experts";
   }
 
  protected:

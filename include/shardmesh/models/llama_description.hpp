@@ -23,8 +23,8 @@
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/models/decoder_description.hpp"
-#include "shardmesh/ops/sequence_chunks.hpp"
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/strategy/recomputation.hpp"
 #include "shardmesh/strategy/transformer_layouts.hpp"
@@ -51,15 +51,10 @@ struct llama_config {
   double eps = 1e-5;
   double rope_base = 10000;
   bool sequence_parallel = false;
-  recompute_mode recompute = recompute_mode::none;      // activation recomputation per block
-  ops::context_form context = ops::context_form::ring;  // attention's form on a mesh with a "cp" axis
+  recompute_mode recompute = recompute_mode::none;  // activation recomputation per block
+  context_form context = context_form::ring;        // attention's form on a mesh with a "cp" axis
   llama_experts experts = {};
 };
-
-// Whether block l (from 0) of c has a mixture of experts.
-[[nodiscard]] inline bool llama_block_has_experts(llama_config const& c, std::size_t l) {
-  return c.experts.count > 0 && (l + 1) % c.experts.every == 0;
-}
 
 // What is wrong with c, naming the field; empty if nothing.
 [[nodiscard]] inline std::string llama_config_error(llama_config const& c) {
@@ -92,8 +87,15 @@ struct llama_config {
 
 // The facts of the model the planner reads (decoder_description.hpp).
 [[nodiscard]] inline decoder_sizes llama_sizes(llama_config const& c) {
-  return {c.vocabulary, c.sequence,          c.hidden, c.heads, c.kv_heads, c.head_size, c.ffn,
-          c.layers,     c.sequence_parallel, false,    false,   true};
+  decoder_sizes s{c.vocabulary, c.sequence,          c.hidden, c.heads, c.kv_heads, c.head_size, c.ffn,
+                  c.layers,     c.sequence_parallel, false,    false,   true};
+  if (c.experts.count > 0) {
+    s.experts = c.experts.count;
+    s.top_k = c.experts.top_k;
+    s.expert_every = c.experts.every;
+  }
+  s.context = c.context;
+  return s;
 }
 
 // The parameters of stage `stage`, placed on `mesh`.
@@ -110,7 +112,7 @@ struct llama_config {
                                     {h + "wv", {c.hidden, c.kv_heads, c.head_size}, kv},
                                     {h + "wo", {c.heads, c.head_size, c.hidden}, L.heads_out},
                                     {h + "ln2_g", {c.hidden}, L.vector}};
-    if (llama_block_has_experts(c, stage - 1)) {
+    if (llama_sizes(c).experts_in(stage - 1)) {
       std::size_t const E = c.experts.count;
       out.insert(out.end(), {{h + "router", {c.hidden, E}, L.matrix},
                              {h + "experts_up", {E, c.hidden, c.ffn}, L.experts},

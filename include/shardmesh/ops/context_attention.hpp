@@ -23,7 +23,7 @@
 //               must split over the axis together with their other axes
 //               (expand_heads first where the key/value heads are too few).
 //
-// Both read positions from the sequence order (ops/sequence_chunks.hpp), so
+// Both read positions from the sequence order (algebra/sequence_chunks.hpp), so
 // the balanced order's causal load balance serves both, and skip the key
 // chunks a query chunk cannot see. The sequence must be split on the axis
 // alone (block), the head size whole, nothing partial; a sequence that the
@@ -34,6 +34,7 @@
 //   auto [out, saved] = context_attention(q, k, v, {.form = context_form::ring});
 //   auto [dq, dk, dv] = context_attention_backward(saved, dout);
 
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/reduced_precision.hpp"
 #include "shardmesh/errors.hpp"
@@ -41,7 +42,6 @@
 #include "shardmesh/ops/heads.hpp"
 #include "shardmesh/ops/local/blockwise_attention.hpp"
 #include "shardmesh/ops/local/elementwise.hpp"
-#include "shardmesh/ops/sequence_chunks.hpp"
 #include "shardmesh/runtime/side_instance.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
@@ -99,25 +99,6 @@ template <class T, class MemorySpace>
 struct context_attention_gradients {
   heads_tensor<T, MemorySpace> dq, dk, dv;  // in the layouts of q, k and v
 };
-
-// What the ring form exchanges per rank: `exchanges` point-to-point calls,
-// each sending and receiving one key/value block (keys and values, or their
-// gradients), `bytes` sent in all.
-struct ring_exchanges {
-  std::size_t exchanges = 0, bytes = 0;
-};
-struct ring_traffic {
-  ring_exchanges forward, backward;
-};
-
-// block_elements: the elements of one rank's keys (B T/cp Hk D, on its shard).
-[[nodiscard]] constexpr ring_traffic ring_attention_traffic(std::size_t cp, std::size_t block_elements,
-                                                            std::size_t element_bytes, std::size_t accumulation_bytes) {
-  if (cp < 2) return {};
-  std::size_t const block = 2 * block_elements;  // keys and values
-  return {{cp - 1, (cp - 1) * block * element_bytes},
-          {2 * cp - 1, (cp - 1) * block * element_bytes + cp * block * accumulation_bytes}};
-}
 
 namespace detail {
 
@@ -228,13 +209,6 @@ inline bound_layout rows_layout(bound_layout const& l) {
   rows.rank = 3;
   for (std::size_t d = 0; d < 3; ++d) rows.dims[d] = l.dims[d];
   return rows;
-}
-
-// l with the sequence whole and the heads split on `axis` too (after the axes that split them already).
-inline bound_layout heads_split_on(bound_layout l, std::size_t axis) {
-  l.dims[1] = bound_dim{};
-  l.dims[2].axes[l.dims[2].count++] = static_cast<unsigned char>(axis);
-  return l;
 }
 
 // Whether, on every rank, the query heads of layout lq (of h) read the
@@ -375,7 +349,7 @@ template <class T, class MemorySpace>
     detail::ring_forward(s, exec);
     return {s.out, std::move(s)};
   }
-  bound_layout const lq = detail::heads_split_on(q.bound(), g.axis), lk = detail::heads_split_on(k.bound(), g.axis);
+  bound_layout const lq = heads_split_on(q.bound(), g.axis), lk = heads_split_on(k.bound(), g.axis);
   s.q = detail::to_layout(q, lq, exec);
   s.k = detail::to_layout(k, lk, exec);
   s.v = detail::to_layout(v, lk, exec);

@@ -19,13 +19,13 @@
 // heads, and need the key/value heads a rank's query heads read to be
 // local: shared ones replicated, or split so that groups stay whole.
 
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/errors.hpp"
 #include "shardmesh/ops/detail/op_support.hpp"
 #include "shardmesh/ops/local/head_groups.hpp"
 #include "shardmesh/ops/local/reshape.hpp"
 #include "shardmesh/ops/local/rotary.hpp"
-#include "shardmesh/ops/sequence_chunks.hpp"
 #include "shardmesh/tensor/dtensor.hpp"
 
 #include <cstddef>
@@ -38,7 +38,7 @@ namespace shardmesh::ops {
 template <class T, class MemorySpace>
 using heads_tensor = dynamic_dtensor<T, 4, MemorySpace>;
 
-// A sequence split on a mesh axis in an order (ops/sequence_chunks.hpp):
+// A sequence split on a mesh axis in an order (algebra/sequence_chunks.hpp):
 // where rotary reads each token's position when it keeps the split.
 struct sequence_split {
   std::string_view axis = "cp";

@@ -23,12 +23,18 @@
 // reduce-scatter onto the sequence with sequence parallelism, whose
 // activations are all-gathered before each column-parallel input, and
 // their gradients likewise); weight gradients stay partial on dp, which
-// the trainer reduces per bucket.
+// the trainer reduces per bucket, and are reduced over the other axes that
+// split the batch's tokens (cp, ep) where each parameter accumulates them.
+// With a "cp" axis attention is context-parallel (ops/context_attention.hpp:
+// the ring's point-to-point blocks, or the all-to-all form's transitions);
+// a mixture of experts' token exchange is priced for tokens routed evenly
+// (declare_experts).
 //
 // Pure; no Kokkos or MPI.
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/sequence_chunks.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/plan/model_description.hpp"
 #include "shardmesh/plan/stage_work.hpp"
@@ -38,6 +44,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,6 +56,7 @@ struct stage_declaration {
   stage_work work;
   std::vector<transition_spec> transitions;
   stage_work core;  // what selective recomputation runs again (model_description.hpp)
+  std::vector<exchange_spec> exchanges;
 
   stage_declaration& operator+=(stage_declaration const& more) {
     auto const append = [](auto& to, auto const& from) { to.insert(to.end(), from.begin(), from.end()); };
@@ -60,6 +68,7 @@ struct stage_declaration {
       append(to->weight, from->weight);
     }
     append(transitions, more.transitions);
+    append(exchanges, more.exchanges);
     return *this;
   }
 };
@@ -108,18 +117,49 @@ class layer_site {
   }
 
   [[nodiscard]] bound_layout bound(layout const& l) const { return bind(mesh_, l); }
+  // Rank 0's elements of a tensor of `global` extents in layout l (bound).
+  [[nodiscard]] std::size_t local_size_of(bound_layout const& l, std::vector<std::size_t> const& global) const {
+    tensor_index extents{};
+    std::copy(global.begin(), global.end(), extents.begin());
+    tensor_index const local = local_extents(mesh_, l, extents, 0);
+    std::size_t n = 1;
+    for (std::size_t d = 0; d < global.size(); ++d) n *= local[d];
+    return n;
+  }
+  // The extent of the mesh axis `name` (1 where the mesh has none).
+  [[nodiscard]] std::size_t extent(std::string_view name) const {
+    std::size_t const a = mesh_.find(name);
+    return a == npos ? 1 : mesh_.extent(a);
+  }
   // l made partial on tp.
   [[nodiscard]] bound_layout on_tp(layout const& l, reduce_op op = reduce_op::sum) const {
     return bound(l.partial(op, "tp"));
   }
   // A weight gradient's layout: partial on dp (the batch), as the trainer accumulates it.
   [[nodiscard]] bound_layout gradient(layout const& l) const { return bound(batch_partial(l)); }
+  // A weight gradient as a layer makes it: partial on dp and on the other
+  // axes that split the tokens (cp, ep) where they do not split the weight.
+  [[nodiscard]] bound_layout made_gradient(layout const& l) const { return bound(made(l)); }
   // ... and partial on tp too (a gradient each tensor-parallel rank holds a part of).
   [[nodiscard]] bound_layout gradient_on_tp(layout const& l) const {
-    return bound(batch_partial(l).partial(reduce_op::sum, "tp"));
+    return bound(made(l).partial(reduce_op::sum, "tp"));
   }
 
  private:
+  [[nodiscard]] layout made(layout const& l) const {
+    layout out = batch_partial(l);
+    bound_layout const placed = bound(l);
+    auto const splits = [&](std::size_t axis) {
+      for (std::size_t d = 0; d < placed.rank; ++d)
+        for (std::size_t i = 0; i < placed.dims[d].count; ++i)
+          if (placed.dims[d].axes[i] == axis) return true;
+      return false;
+    };
+    if (std::size_t const a = mesh_.find("cp"); a != npos && !splits(a)) out = out.partial(reduce_op::sum, "cp");
+    if (std::size_t const a = mesh_.find("ep"); a != npos && !splits(a)) out = out.partial(reduce_op::sum, "ep");
+    return out;
+  }
+
   [[nodiscard]] layout batch_partial(layout const& l) const {
     return data_parallel() ? l.partial(reduce_op::sum, "dp") : l;
   }
@@ -182,6 +222,7 @@ namespace detail {
 struct attention_sizes {
   std::size_t heads = 0, kv_heads = 0, head_size = 0;
   bool rotary = false;
+  context_form context = context_form::ring;  // on a mesh with a "cp" axis
 };
 
 // The key/value projections' weight [c, kv, d] and output [b, t, kv, d]
@@ -203,7 +244,11 @@ struct kv_layouts {
 // and o, scores and weighted values over the whole sequence; keeps the
 // (rotated) queries, keys and values per query head, the probabilities and
 // the weighted values. Key/value projections held whole by every rank have
-// their weight gradients summed over tp.
+// their weight gradients summed over tp. With a "cp" axis the core is
+// context-parallel: no probabilities, each row's logsumexp instead; the
+// ring passes key/value blocks (ring_attention_traffic), the all-to-all
+// form moves queries, keys, values and output between S(seq:cp) and
+// S(heads:cp) and keeps its copies.
 [[nodiscard]] inline stage_declaration declare_attention(layer_site const& at, attention_sizes const& a) {
   transformer_layouts const& L = at.layouts();
   std::size_t const S = at.sequence(), D = a.head_size, t = at.local_tokens(), b = at.local_samples();
@@ -216,19 +261,48 @@ struct kv_layouts {
   d.saved.insert(d.saved.end(), {{"query", per_head, L.heads},
                                  {"key", per_head, L.heads},  // copied out per query head where grouped
                                  {"value", per_head, L.heads},
-                                 {"probabilities", {at.samples(), a.heads, S, S}, L.scores, false, true},
                                  {"o.x", per_head, L.heads}});  // the weighted values
   if (kv == heads)
     d.work.products = {{3, t, hd, at.hidden(), true}};  // q, k, v
   else
     d.work.products = {{1, t, hd, at.hidden(), true}, {2, t, kvd, at.hidden(), true}};
-  d.work.products.insert(d.work.products.end(), {{b * heads, S, S, D, false},      // scores
-                                                 {b * heads, S, D, S, false},      // weighted values
-                                                 {1, t, at.hidden(), hd, true}});  // o
-  double const scores = static_cast<double>(b * heads * S * S), tokens = static_cast<double>(t);
+  // The core: rows queries of `core_heads` heads per sample against the whole sequence.
+  std::size_t rows = S, core_heads = heads;
+  if (std::size_t const cp = at.mesh().find("cp"); cp == npos) {
+    d.saved.push_back({"probabilities", {at.samples(), a.heads, S, S}, L.scores, false, true});
+  } else if (a.context == context_form::ring) {
+    rows = at.local(L.heads, per_head)[1];
+    d.saved.push_back({"lse", per_head, L.heads, true, true});
+    ring_traffic const elements = ring_attention_traffic(at.mesh().extent(cp), b * rows * heads * D, 1, 0);
+    ring_traffic const statistics = ring_attention_traffic(at.mesh().extent(cp), b * rows * heads * D, 0, 1);
+    for (bool in_backward : {false, true}) {
+      ring_exchanges const& e = in_backward ? elements.backward : elements.forward;
+      d.exchanges.push_back({in_backward, step_kind::permute, "cp", e.exchanges, static_cast<double>(e.bytes),
+                             static_cast<double>((in_backward ? statistics.backward : statistics.forward).bytes)});
+    }
+  } else {
+    bound_layout const split = heads_split_on(at.bound(L.heads), cp);
+    layout const held = unbind(at.mesh(), split);
+    core_heads = at.local(held, per_head)[2];
+    d.saved.insert(d.saved.end(), {{"context.query", per_head, held, false, true},
+                                   {"context.key", per_head, held, false, true},
+                                   {"context.value", per_head, held, false, true},
+                                   {"context.out", per_head, held, false, true},
+                                   {"lse", per_head, held, true, true}});
+    for (int moved = 0; moved < 4; ++moved) {  // q, k, v over, out back; and their gradients the other way
+      d.transitions.push_back(
+          {false, per_head, moved < 3 ? at.bound(L.heads) : split, moved < 3 ? split : at.bound(L.heads)});
+      d.transitions.push_back(
+          {true, per_head, moved < 3 ? split : at.bound(L.heads), moved < 3 ? at.bound(L.heads) : split});
+    }
+  }
+  d.work.products.insert(d.work.products.end(), {{b * core_heads, rows, S, D, false},  // scores
+                                                 {b * core_heads, rows, D, S, false},  // weighted values
+                                                 {1, t, at.hidden(), hd, true}});      // o
+  double const scores = static_cast<double>(b * core_heads * rows * S), tokens = static_cast<double>(t);
   d.work.forward = {{kernel_kind::softmax_forward, scores}};
   d.work.input = {{kernel_kind::softmax_backward, scores}};
-  d.core.products = {{b * heads, S, S, D, false}};  // the scores, and their softmax, again
+  d.core.products = {{b * core_heads, rows, S, D, false}};  // the scores, and their softmax, again
   d.core.forward = {{kernel_kind::softmax_forward, scores}};
   if (a.kv_heads != a.heads) {  // keys and values copied out per query head, their gradients summed back
     d.work.forward.push_back({kernel_kind::add, tokens * static_cast<double>(hd), 2});
@@ -262,6 +336,41 @@ struct kv_layouts {
   double const features = static_cast<double>(t * f);
   d.work.forward = {{kernel_kind::gelu_forward, features}};  // GELU, or SwiGLU's gating
   d.work.input = {{kernel_kind::gelu_backward, features}};
+  return d;
+}
+
+// A mixture of experts (nn/mixture_of_experts.hpp) of `experts` GELU MLPs
+// of width `width`, each token to `top_k`, on the activation layout's
+// tokens: keeps its input, the rows its experts received, their hidden
+// features, the outputs back at the slots and the gates; a router product
+// and each expert's two; per move one uneven all-to-all on ep (dispatch and
+// combine forward, both again backward). Priced for tokens routed evenly:
+// each rank's experts receive top_k rows per token it holds, a share
+// (ep - 1) / ep of them from other ranks. (The counts' all-gather and the
+// auxiliary losses' all-reduce, a few numbers each, are not priced.)
+[[nodiscard]] inline stage_declaration declare_experts(layer_site const& at, std::size_t experts, std::size_t top_k,
+                                                       std::size_t width) {
+  transformer_layouts const& L = at.layouts();
+  tensor_index const here = at.local(L.activation, at.activation());
+  std::size_t const n = here[0] * here[1], m = n * top_k, C = at.hidden();
+  stage_declaration d;
+  d.saved = {{"experts.x", at.activation(), L.activation},
+             {"experts.rows", at.tokens_by(top_k * C), L.activation},
+             {"experts.hidden", at.tokens_by(top_k * width), L.activation},
+             {"experts.slots", at.tokens_by(top_k * C), L.activation},
+             {"experts.gates",
+              {at.samples(), at.sequence(), top_k, 1},
+              {L.activation[0], L.activation[1], replicated, replicated},
+              true}};
+  d.work.products = {{1, n, experts, C, true}, {1, m, width, C, true}, {1, m, C, width, true}};
+  double const hidden = static_cast<double>(m * width), slots = static_cast<double>(m * C);
+  d.work.forward = {{kernel_kind::gelu_forward, hidden}, {kernel_kind::add, slots}};
+  d.work.input = {{kernel_kind::gelu_backward, hidden}, {kernel_kind::add, slots, 2}};
+  if (std::size_t const ep = at.extent("ep"); ep > 1) {
+    double const moved = static_cast<double>(m * C) * static_cast<double>(ep - 1) / static_cast<double>(ep);
+    for (bool in_backward : {false, true})
+      d.exchanges.push_back({in_backward, step_kind::all_to_all_v, "ep", 2, 2 * moved, 0});
+  }
   return d;
 }
 
@@ -316,7 +425,7 @@ struct kv_layouts {
 // The cross-entropy over logits sharded on the vocabulary: keeps the
 // logits, each row's largest and its sum of exponentials; three row
 // reductions over the vocabulary shards, and the loss and the rows that
-// count (two doubles) summed over the replicas.
+// count (two doubles) summed over the replicas (and the cp and ep ranks).
 [[nodiscard]] inline stage_declaration declare_loss(layer_site const& at, std::size_t vocabulary) {
   transformer_layouts const& L = at.layouts();
   std::vector<std::size_t> const logits = at.tokens_by(vocabulary), rows{at.samples(), at.sequence()};
@@ -328,22 +437,29 @@ struct kv_layouts {
   d.transitions = {{false, rows, at.on_tp(L.ids, reduce_op::max), at.bound(L.ids)},  // the largest logit
                    {false, rows, at.on_tp(L.ids), at.bound(L.ids)},                  // the sum of exponentials
                    {false, rows, at.on_tp(L.ids), at.bound(L.ids)}};                 // the target's logit
-  if (at.data_parallel())
-    d.transitions.push_back({false,
-                             {2},
-                             at.bound(layout{replicated}.partial(reduce_op::sum, "dp")),
-                             at.bound(layout{replicated}),
-                             sizeof(double)});
+  if (at.data_parallel())  // over every axis that splits the tokens: dp, and cp and ep where the mesh has them
+    d.transitions.push_back(
+        {false, {2}, at.made_gradient(layout{replicated}), at.bound(layout{replicated}), sizeof(double)});
   return d;
 }
 
-// A stage holding `parameters`: each weight gradient is added into the parameter's accumulated one.
+// A stage holding `parameters`: each weight gradient is added into the
+// parameter's accumulated one, reduced first over the axes besides dp that
+// split the tokens (cp, ep) unless its layer declared its reduction.
 [[nodiscard]] inline stage_description declared_stage(layer_site const& at, std::string name, stage_place place,
                                                       stage_kind kind, std::vector<parameter_spec> parameters,
                                                       stage_declaration layers) {
-  for (parameter_spec const& p : parameters)
+  std::vector<transition_spec> reductions;
+  for (parameter_spec const& p : parameters) {
     layers.work.weight.push_back(
         {kernel_kind::add, static_cast<double>(local_elements(at.mesh(), p.placement, p.extents, 0))});
+    bound_layout const made = at.made_gradient(p.placement), kept = at.gradient(p.placement);
+    bool const declared =
+        std::any_of(layers.transitions.begin(), layers.transitions.end(),
+                    [&](transition_spec const& t) { return t.in_backward && t.to == kept && t.extents == p.extents; });
+    if (made != kept && !declared) reductions.push_back({true, p.extents, made, kept});
+  }
+  layers.transitions.insert(layers.transitions.end(), reductions.begin(), reductions.end());
   return {std::move(name),
           place,
           kind,
@@ -351,7 +467,8 @@ struct kv_layouts {
           std::move(layers.saved),
           std::move(layers.work),
           std::move(layers.transitions),
-          std::move(layers.core)};
+          std::move(layers.core),
+          std::move(layers.exchanges)};
 }
 
 }  // namespace shardmesh::parallel

@@ -81,8 +81,8 @@ class memory_model {
 
   // The stages of the plan's stage mesh, for its micro-batch, as its recomputation keeps and runs them.
   [[nodiscard]] std::vector<stage_description> const& stages(training_plan const& plan) const {
-    std::size_t const samples = plan.micro_batch * plan.dp;
-    auto const key = std::tuple(plan.dp, plan.tp, samples, plan.recompute);
+    std::size_t const samples = plan.micro_batch * plan.batch_replicas();
+    auto const key = std::tuple(plan.dp, plan.cp, plan.ep, plan.tp, samples, plan.recompute);
     auto it = stages_.find(key);
     if (it == stages_.end()) {
       mesh_shape const mesh = stage_mesh(plan);
@@ -110,13 +110,14 @@ class memory_model {
     return out;
   }
 
-  // Rank `rank` of the plan's mesh dp x pp x tp (row-major, as device_mesh
-  // numbers ranks), in the plan's precision, for an optimizer keeping
-  // `state_tensors` tensors per parameter. Precondition: training_plan_error is empty.
+  // Rank `rank` of the plan's mesh dp x cp x ep x pp x tp (row-major, as
+  // device_mesh numbers ranks), in the plan's precision, for an optimizer
+  // keeping `state_tensors` tensors per parameter. Precondition:
+  // training_plan_error is empty.
   [[nodiscard]] state_memory state(training_plan const& plan, std::size_t rank, std::size_t state_tensors) const {
     std::size_t const tp_coordinate = rank % plan.tp, stage = rank / plan.tp % plan.pp;
-    std::size_t const dp_coordinate = rank / plan.tp / plan.pp;
-    std::size_t const stage_rank = dp_coordinate * plan.tp + tp_coordinate;
+    std::size_t const replica = rank / plan.tp / plan.pp;  // its (dp, cp, ep) coordinates, row-major
+    std::size_t const stage_rank = replica * plan.tp + tp_coordinate;
     element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
     state_memory out = parameter_state(plan, stage, stage_rank, bytes, state_tensors);
     out.activations = activations(plan, stage, stage_rank, bytes);
@@ -135,8 +136,13 @@ class memory_model {
     return it->second;
   }
 
+  // dp, cp and ep where above 1, tp: the plan's mesh without pp.
   [[nodiscard]] static mesh_shape stage_mesh(training_plan const& plan) {
-    return mesh_shape{{"dp", plan.dp}, {"tp", plan.tp}};
+    mesh_shape out{{"dp", plan.dp}};
+    if (plan.cp > 1) out.axes[out.ndim++] = {"cp", plan.cp};
+    if (plan.ep > 1) out.axes[out.ndim++] = {"ep", plan.ep};
+    out.axes[out.ndim++] = {"tp", plan.tp};
+    return out;
   }
 
  private:
@@ -262,7 +268,8 @@ class memory_model {
   model_description const* model_;
   layer_costs costs_;
   std::vector<std::size_t> first_, blocks_, last_;  // the stages placed with the first chunk, in blocks, with the last
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, recompute_mode>, std::vector<stage_description>>
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, recompute_mode>,
+                   std::vector<stage_description>>
       stages_;
   mutable std::map<std::size_t, std::vector<model_part>> partitions_;
   mutable std::map<std::tuple<schedule_kind, std::size_t, std::size_t, std::size_t>, pipeline_schedule> schedules_;

@@ -14,6 +14,7 @@
 
 #include "shardmesh/algebra/layout.hpp"
 #include "shardmesh/algebra/mesh_shape.hpp"
+#include "shardmesh/algebra/plan_step.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
 #include "shardmesh/plan/stage_work.hpp"
 #include "shardmesh/strategy/layer_partition.hpp"
@@ -74,6 +75,20 @@ struct transition_spec {
   std::size_t element_bytes = 0;  // 0: the model's element type
 };
 
+// Traffic a stage sends that is not a layout transition, per micro-batch:
+// context-parallel attention's ring of key/value blocks (point to point),
+// and a mixture of experts' token exchange (uneven all-to-alls), on the
+// mesh axis `axis`; `calls` collectives that move `elements` elements of
+// the model's type and `statistic_elements` in its accumulation type
+// (float), received by the stage mesh's rank 0 in all.
+struct exchange_spec {
+  bool in_backward = false;
+  step_kind kind = step_kind::permute;  // point to point, or all_to_all_v
+  std::string axis;
+  std::size_t calls = 0;
+  double elements = 0, statistic_elements = 0;
+};
+
 // Where a pipeline puts a stage: with the first chunk, in the chunk that
 // holds its block, or with the last chunk.
 enum class stage_place { first, block, last };
@@ -89,6 +104,7 @@ struct stage_description {
   // What selective recomputation runs again in backward: the attention
   // core's products and kernels (a stage without attention has none).
   stage_work core;
+  std::vector<exchange_spec> exchanges;
 };
 
 // What crosses a chunk boundary per micro-batch: an activation (or its
@@ -114,6 +130,13 @@ class model_description {
   [[nodiscard]] virtual boundary_spec boundary(mesh_shape const& stage_mesh, std::size_t samples) const = 0;
   // Why the model cannot be split over `tp` tensor-parallel ranks; empty when it can.
   [[nodiscard]] virtual std::string tensor_parallel_error(std::size_t tp) const = 0;
+  // Why its sequence cannot be split over `cp` ranks, its experts over `ep`; empty when they can (1 always can).
+  [[nodiscard]] virtual std::string context_parallel_error(std::size_t cp) const {
+    return cp > 1 ? "the model does not split its sequence (cp = " + std::to_string(cp) + ")" : "";
+  }
+  [[nodiscard]] virtual std::string expert_parallel_error(std::size_t ep) const {
+    return ep > 1 ? "the model has no experts to split (ep = " + std::to_string(ep) + ")" : "";
+  }
 };
 
 // The stages as a run with recomputation `mode` keeps and computes them
@@ -138,6 +161,10 @@ class model_description {
       for (transition_spec t : s.transitions)
         if (!t.in_backward) forward.push_back((t.in_backward = true, t));
       s.transitions.insert(s.transitions.end(), forward.begin(), forward.end());
+      std::vector<exchange_spec> exchanged;
+      for (exchange_spec e : s.exchanges)
+        if (!e.in_backward) exchanged.push_back((e.in_backward = true, e));
+      s.exchanges.insert(s.exchanges.end(), exchanged.begin(), exchanged.end());
     } else {
       std::erase_if(s.saved, [](saved_spec const& t) { return t.core; });
     }

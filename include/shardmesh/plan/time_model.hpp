@@ -128,13 +128,13 @@ class time_model {
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
     element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
     mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
-    std::size_t const samples = plan.micro_batch * plan.dp;  // a micro-batch over every replica
+    std::size_t const samples = plan.micro_batch * plan.batch_replicas();  // a micro-batch over every replica
     // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
     std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
     step_time t;
     double tp_per_micro = 0, gather_per_micro = 0;
     after_backward slowest;
-    double const sharing = hardware_.compute_sharing(plan.dp * plan.pp * plan.tp);  // ranks sharing a core
+    double const sharing = hardware_.compute_sharing(plan.ranks());  // ranks sharing a core
     for (std::size_t s = 0; s < plan.pp; ++s) {
       chunk_actions const a = actions_of_stage(plan, s, bytes);
       per_stage[s] = a.whole;
@@ -238,11 +238,11 @@ class time_model {
     return out;
   }
 
-  // The core of each of each stage's ranks (numbered row-major over dp x pp x tp).
+  // The core of each of each stage's ranks (numbered row-major over dp x cp x ep x pp x tp).
   [[nodiscard]] std::vector<std::vector<std::size_t>> stage_cores(training_plan const& plan) const {
-    std::size_t const ranks = plan.dp * plan.pp * plan.tp;
+    std::size_t const ranks = plan.ranks();
     std::vector<std::vector<std::size_t>> cores(plan.pp);
-    for (std::size_t d = 0; d < plan.dp; ++d)
+    for (std::size_t d = 0; d < plan.dp * plan.cp * plan.ep; ++d)
       for (std::size_t s = 0; s < plan.pp; ++s)
         for (std::size_t t = 0; t < plan.tp; ++t)
           cores[s].push_back(hardware_.core_of((d * plan.pp + s) * plan.tp + t, ranks));
@@ -254,7 +254,7 @@ class time_model {
   // micro-batch count and ZeRO stage. Not safe to share between threads.
   [[nodiscard]] action_cost const& cached_stage_cost(training_plan const& plan, mesh_shape const& mesh,
                                                      std::size_t st) const {
-    auto const key = std::tuple(plan.dp, plan.tp, plan.micro_batch, st, plan.compute, plan.recompute);
+    auto const key = std::tuple(plan.dp, plan.cp, plan.ep, plan.tp, plan.micro_batch, st, plan.compute, plan.recompute);
     auto it = stage_costs_.find(key);
     if (it == stage_costs_.end())
       it = stage_costs_.emplace(key, stage_cost(plan, mesh, model_->stages(plan)[st])).first;
@@ -263,7 +263,9 @@ class time_model {
 
   // One model stage's actions for one micro-batch on the stage's rank 0:
   // its arithmetic, the library's overhead (in I, where B's bookkeeping
-  // runs) and its collectives, each with a redistribution's overhead.
+  // runs) and its collectives, each with a redistribution's overhead, and
+  // its exchanges (the ring's blocks, priced as not hidden behind the
+  // blocks' kernels: on the host they are not; the experts' tokens).
   [[nodiscard]] action_cost stage_cost(training_plan const& plan, mesh_shape const& mesh,
                                        stage_description const& stage) const {
     stage_seconds const arithmetic = stage_arithmetic(hardware_, stage.work, plan.compute);
@@ -286,8 +288,21 @@ class time_model {
                     hardware_.sync_overhead);
       return seconds;
     };
-    a.tp_forward = collectives(false);
-    a.tp_input = collectives(true);
+    auto const exchanges = [&](bool in_backward) {
+      double seconds = 0;
+      for (exchange_spec const& e : stage.exchanges) {
+        if (e.in_backward != in_backward || e.calls == 0) continue;
+        double const calls = static_cast<double>(e.calls);
+        double const moved =
+            e.elements * static_cast<double>(bytes.value) + e.statistic_elements * static_cast<double>(bytes.statistic);
+        seconds += calls * (hardware_.collective_seconds(collective_of(e.kind), mesh.extent(mesh.find(e.axis)),
+                                                         moved / calls, axis_stride(plan, e.axis)) +
+                            hardware_.sync_overhead);
+      }
+      return seconds;
+    };
+    a.tp_forward = collectives(false) + exchanges(false);
+    a.tp_input = collectives(true) + exchanges(true);
     return a;
   }
 
@@ -305,7 +320,7 @@ class time_model {
                                bool deferred) const {
     auto const& parameters = model_->stages(plan)[st].parameters;
     if (plan.dp <= 1 || parameters.empty()) return 0;
-    auto const key = std::tuple(plan.dp, plan.tp, plan.pp, st, element_bytes, deferred);
+    auto const key = std::tuple(plan.dp, plan.cp, plan.ep, plan.tp, plan.pp, st, element_bytes, deferred);
     if (auto const it = gathers_.find(key); it != gathers_.end()) return it->second;
     std::size_t elements = 0;
     for (parameter_spec const& p : parameters)
@@ -325,15 +340,25 @@ class time_model {
     return n;
   }
 
-  // Ranks are numbered row-major over dp x pp x tp: a dp group's ranks are pp x tp apart.
-  [[nodiscard]] static std::size_t dp_stride(training_plan const& plan) { return plan.pp * plan.tp; }
+  // Ranks are numbered row-major over dp x cp x ep x pp x tp: a dp group's ranks are cp x ep x pp x tp apart.
+  [[nodiscard]] static std::size_t dp_stride(training_plan const& plan) {
+    return plan.cp * plan.ep * plan.pp * plan.tp;
+  }
+  // ... a cp group's ep x pp x tp, an ep group's pp x tp.
+  [[nodiscard]] static std::size_t axis_stride(training_plan const& plan, std::string_view axis) {
+    return axis == "cp" ? plan.ep * plan.pp * plan.tp : plan.pp * plan.tp;
+  }
 
   memory_model const* model_;
   hardware_model hardware_;
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, precision, recompute_mode>,
+  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, precision,
+                              recompute_mode>,
                    action_cost>
       stage_costs_;
-  mutable std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool>, double> gathers_;
+  mutable std::map<
+      std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool>,
+      double>
+      gathers_;
 };
 
 }  // namespace shardmesh::parallel

@@ -6,7 +6,7 @@
 // features (column-parallel), on inputs (row-parallel), on heads, or on the
 // vocabulary. Every collective of the layers follows from these layouts.
 // With a "cp" axis (context parallelism) every activation keeps its
-// sequence split on cp, in the balanced order (ops/sequence_chunks.hpp),
+// sequence split on cp, in the balanced order (algebra/sequence_chunks.hpp),
 // through the whole model: only attention needs the whole sequence, and it
 // passes key/value blocks round the ring or moves to the heads
 // (ops/context_attention.hpp); sequence parallelism then splits each cp

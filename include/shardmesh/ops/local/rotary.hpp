@@ -22,7 +22,7 @@ namespace shardmesh::ops::local {
 // sample: first + t (t = (r / heads) % sequence) for the tokens before
 // `split`, second + (t - split) after it; a shard holding positions
 // [first, first + sequence) leaves split past the end. (Two runs: a
-// context-parallel rank's tokens in the balanced order, ops/sequence_chunks.hpp.)
+// context-parallel rank's tokens in the balanced order, algebra/sequence_chunks.hpp.)
 struct rotary_positions {
   std::size_t heads = 1, sequence = 1, first = 0;
   std::size_t split = static_cast<std::size_t>(-1), second = 0;

@@ -15,11 +15,13 @@
 //
 // A chunk is a run of storage indices whose positions are consecutive.
 
+#include "shardmesh/algebra/shard_geometry.hpp"
+
 #include <cstddef>
 #include <string_view>
 #include <vector>
 
-namespace shardmesh::ops {
+namespace shardmesh {
 
 enum class sequence_order { contiguous, balanced };
 
@@ -81,4 +83,32 @@ struct sequence_chunk {
   return queries.size != 0 && keys.size != 0 && (!causal || keys.position <= queries.position + queries.size - 1);
 }
 
-}  // namespace shardmesh::ops
+// The all-to-all form's layout of queries, keys and values [B, T, H, D]:
+// l with the sequence whole and the heads split on `axis` too (after the
+// axes that split them already).
+[[nodiscard]] constexpr bound_layout heads_split_on(bound_layout l, std::size_t axis) {
+  l.dims[1] = bound_dim{};
+  l.dims[2].axes[l.dims[2].count++] = static_cast<unsigned char>(axis);
+  return l;
+}
+
+// What the ring form exchanges per rank: `exchanges` point-to-point calls,
+// each sending and receiving one key/value block (keys and values, or their
+// gradients), `bytes` sent in all.
+struct ring_exchanges {
+  std::size_t exchanges = 0, bytes = 0;
+};
+struct ring_traffic {
+  ring_exchanges forward, backward;
+};
+
+// block_elements: the elements of one rank's keys (B T/cp Hk D, on its shard).
+[[nodiscard]] constexpr ring_traffic ring_attention_traffic(std::size_t cp, std::size_t block_elements,
+                                                            std::size_t element_bytes, std::size_t accumulation_bytes) {
+  if (cp < 2) return {};
+  std::size_t const block = 2 * block_elements;  // keys and values
+  return {{cp - 1, (cp - 1) * block * element_bytes},
+          {2 * cp - 1, (cp - 1) * block * element_bytes + cp * block * accumulation_bytes}};
+}
+
+}  // namespace shardmesh
