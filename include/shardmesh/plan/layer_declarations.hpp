@@ -117,15 +117,6 @@ class layer_site {
   }
 
   [[nodiscard]] bound_layout bound(layout const& l) const { return bind(mesh_, l); }
-  // Rank 0's elements of a tensor of `global` extents in layout l (bound).
-  [[nodiscard]] std::size_t local_size_of(bound_layout const& l, std::vector<std::size_t> const& global) const {
-    tensor_index extents{};
-    std::copy(global.begin(), global.end(), extents.begin());
-    tensor_index const local = local_extents(mesh_, l, extents, 0);
-    std::size_t n = 1;
-    for (std::size_t d = 0; d < global.size(); ++d) n *= local[d];
-    return n;
-  }
   // The extent of the mesh axis `name` (1 where the mesh has none).
   [[nodiscard]] std::size_t extent(std::string_view name) const {
     std::size_t const a = mesh_.find(name);
