@@ -17,7 +17,9 @@
 
 #include "../ops/ops_check.hpp"
 
+#include <shardmesh/nn/detail/saved_data.hpp>
 #include <shardmesh/nn/mixture_of_experts.hpp>
+#include <shardmesh/ops/detail/result_pool.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -167,6 +169,24 @@ values gradient_of(P const& p) {
 
 enum class routing { spread, one_expert };
 
+// Every token on expert 0, dropless: its rank holds each of its group's
+// `group_tokens` rows k times for the experts' MLP (the rows received and
+// their hidden pre-activations), every other rank none, and the mesh's
+// ledger counts what the layer keeps (this rank's N tokens) for its backward as activations: those
+// rows with the gates [N, k] and the slots brought back [N k, C].
+void require_ledger_counts_rows(device_mesh const& mesh, layer& moe, sizes const& s, std::size_t k, std::size_t N,
+                                std::size_t group_tokens) {
+  std::vector<void const*> kept;
+  moe.visit_saved([&](auto const& saved) { parallel::detail::add_saved_data(kept, saved); });
+  mesh.state<ops::detail::result_pools>().classify(kept);
+  bool const holds_expert_0 = mesh.coordinates()[mesh.shape().find("ep")] == 0;
+  std::size_t const M = holds_expert_0 ? group_tokens * k : 0;
+  INFO("rows at this rank's experts " << M);
+  REQUIRE(mesh.ledger().current(memory_category::activations) ==
+          sizeof(double) * (N * k + M * (s.C + s.F) + N * k * s.C));
+  mesh.state<ops::detail::result_pools>().classify({});
+}
+
 void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
   device_mesh const mesh(MPI_COMM_WORLD, shape);
   sizes const s;
@@ -199,6 +219,8 @@ void check(mesh_shape const& shape, std::size_t k, double factor, routing how) {
   auto const y = moe.forward(x, {}, reference.weight);
   require_near("output", test::values_of(y), want.y, 1e-12);
   REQUIRE(std::abs(moe.auxiliary_loss() - want.auxiliary) <= 1e-12);
+  if (how == routing::one_expert && factor == 0)
+    require_ledger_counts_rows(mesh, moe, s, k, x.local().extent(0) * s.T, s.B / replicas * s.T);
   std::size_t dropped = moe.dropped();
   MPI_Allreduce(MPI_IN_PLACE, &dropped, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
   REQUIRE(dropped == want.dropped);

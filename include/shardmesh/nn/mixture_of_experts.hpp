@@ -145,12 +145,12 @@ class mixture_of_experts {
     s_.auxiliary_weight = auxiliary_weight;
     std::size_t const N = rows(x), C = x.global_extents()[2], E = experts(), k = options_.top_k;
     auto const xr = ops::local::as_rows(x.local(), C);
-    rows_view const logits(alloc("logits"), N, E);
+    auto const logits = pooled<rows_view>(N, E);
     detail::product(exec, N, E, C, xr.data(), false, router_.value().local().data(), false, A(0), logits.data());
     auto const host_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, logits);
     s_.routing = ops::local::route_tokens(std::vector<double>(host_logits.data(), host_logits.data() + N * E), N, E, k);
     std::vector<double>& sums = s_.routing.totals;
-    Kokkos::View<double*, Kokkos::HostSpace> const totals(alloc("routing totals"), sums.size());
+    Kokkos::View<double*, Kokkos::HostSpace> const totals("shardmesh::mixture_of_experts::totals", sums.size());
     std::copy(sums.begin(), sums.end(), totals.data());
     if (!s_.token_axes.empty())
       all_reduce(x.mesh().group(s_.token_axes), totals, reduce_op::sum, Kokkos::DefaultHostExecutionSpace{});
@@ -160,15 +160,15 @@ class mixture_of_experts {
     Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> const choices(s_.routing.choice.data(), N, k);
     s_.exchange.emplace(x.mesh(), options_.axis, E, choices, options_.capacity_factor);
     dropped_ = s_.exchange->dropped();
-    s_.gates = to_device(s_.routing.gate, N, k);
+    s_.gates = to_device<A>(s_.routing.gate, N, k);
     s_.rows_in = s_.exchange->to_experts(rows_view(xr.data(), N, C), exec);
     std::size_t const M = s_.exchange->rows(), F = up_.global_extents()[2];
-    s_.hidden = rows_view(alloc("hidden"), M, F);
+    s_.hidden = pooled<rows_view>(M, F);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
       detail::product(exec, m, F, C, row(s_.rows_in, first), false, up_.value().local().data() + l * C * F, false, A(0),
                       row(s_.hidden, first));
     });
-    rows_view const act = activated(exec), out(alloc("expert outputs"), M, C);
+    rows_view const act = activated(exec), out = pooled<rows_view>(M, C);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
       detail::product(exec, m, C, F, row(act, first), false, down_.value().local().data() + l * F * C, false, A(0),
                       row(out, first));
@@ -197,8 +197,8 @@ class mixture_of_experts {
     std::size_t const M = s_.exchange->rows(), F = up_.global_extents()[2];
     auto const dyr = ops::local::as_rows(dy.local(), C);
     // The gates' gradient dy . slot, and each slot's gradient g dy.
-    Kokkos::View<A**, Kokkos::LayoutRight, MemorySpace> const d_gate(alloc("gate gradient"), N, k);
-    rows_view const d_slots(alloc("slot gradients"), N * k, C);
+    auto const d_gate = pooled<Kokkos::View<A**, Kokkos::LayoutRight, MemorySpace>>(N, k);
+    auto const d_slots = pooled<rows_view>(N * k, C);
     auto const slots = s_.slots;
     auto const gates = s_.gates;
     Kokkos::parallel_for(
@@ -214,8 +214,7 @@ class mixture_of_experts {
         });
     rows_view const d_out = s_.exchange->to_experts(d_slots, exec);
     auto d_up = gradient_like(up_), d_down = gradient_like(down_);
-    rows_view const act = activated(exec), d_act(alloc("activation gradient"), M, F),
-                    d_rows(alloc("row gradients"), M, C);
+    rows_view const act = activated(exec), d_act = pooled<rows_view>(M, F), d_rows = pooled<rows_view>(M, C);
     for_each_expert([&](std::size_t l, std::size_t first, std::size_t m) {
       detail::product(exec, F, C, m, row(act, first), true, row(d_out, first), false, A(0),
                       d_down.local().data() + l * F * C);
@@ -258,9 +257,6 @@ class mixture_of_experts {
   }
 
  private:
-  static auto alloc(char const* what) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("shardmesh::mixture_of_experts::") + what);
-  }
   [[nodiscard]] std::size_t experts() const { return up_.global_extents()[0]; }
   static std::size_t rows(activation const& x) { return x.local().extent(0) * x.local().extent(1); }
 
@@ -312,17 +308,26 @@ class mixture_of_experts {
   }
 
   rows_view activated(exec_type const& exec) const {
-    rows_view act(alloc("activations"), s_.hidden.extent(0), s_.hidden.extent(1));
+    auto const act = pooled<rows_view>(s_.hidden.extent(0), s_.hidden.extent(1));
     ops::local::gelu_forward(exec, ops::local::flat(s_.hidden), ops::local::flat(act));
     return act;
   }
 
-  template <class U = A>
-  static Kokkos::View<U**, Kokkos::LayoutRight, MemorySpace> to_device(std::vector<double> const& v, std::size_t n,
-                                                                       std::size_t m) {
-    Kokkos::View<U**, Kokkos::LayoutRight, Kokkos::HostSpace> host("host", n, m);
+  // Views for the layer's results and saved state from the mesh's pool: the ledger counts them (as activations
+  // while a trainer keeps them), and a step reuses the last step's memory.
+  template <class V>
+  V pooled(std::size_t n, std::size_t m) const {
+    return ops::detail::pooled<V>(s_.x.mesh(), {n, m});
+  }
+
+  template <class U>
+  Kokkos::View<U**, Kokkos::LayoutRight, MemorySpace> to_device(std::vector<double> const& v, std::size_t n,
+                                                                std::size_t m) const {
+    auto const out = pooled<Kokkos::View<U**, Kokkos::LayoutRight, MemorySpace>>(n, m);
+    auto const host = Kokkos::create_mirror_view(out);
     for (std::size_t i = 0; i < v.size(); ++i) host.data()[i] = static_cast<U>(v[i]);
-    return Kokkos::create_mirror_view_and_copy(MemorySpace{}, host);
+    Kokkos::deep_copy(out, host);
+    return out;
   }
 
   router_weight router_;
