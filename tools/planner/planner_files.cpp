@@ -1,5 +1,7 @@
 #include "planner_files.hpp"
 
+#include "plan_crossings.hpp"
+
 #include <shardmesh/errors.hpp>
 
 #include <nlohmann/json.hpp>
@@ -64,9 +66,6 @@ std::string hardware_json(hardware_model const& h) {
   return out.dump(2) + "\n";
 }
 
-namespace {
-
-// The JSON object in `path`, or an error naming the file.
 json object_in(std::string const& kind, std::string const& path) {
   std::ifstream in(path);
   if (!in) throw shardmesh::invalid_option_error(kind + " " + path + ": cannot be read");
@@ -75,8 +74,6 @@ json object_in(std::string const& kind, std::string const& path) {
     throw shardmesh::invalid_option_error(kind + " " + path + ": is not a JSON object");
   return j;
 }
-
-}  // namespace
 
 namespace {
 
@@ -222,8 +219,9 @@ json model_json(model_config const& model) {
 
 }  // namespace
 
-std::string plans_json(model_config const& model, shardmesh::parallel::training_problem const& problem,
-                       hardware_model const& hardware, std::size_t capacity, std::vector<judged_plan> const& plans) {
+json plans_document(model_config const& model, shardmesh::parallel::training_problem const& problem,
+                    hardware_model const& hardware, std::size_t capacity, std::vector<judged_plan> const& plans,
+                    shardmesh::parallel::memory_model const& memory, bool with_crossings) {
   json out{{"model", model_json(model)},   {"global_batch", problem.global_batch},
            {"ranks", problem.ranks},       {"memory_capacity", capacity},
            {"hardware", hardware.machine}, {"prediction_only", !hardware.measured}};
@@ -248,6 +246,19 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
                  {"optimizer_state", p.memory.optimizer_state},
                  {"activations", p.memory.activations},
                  {"total", p.memory_total}}}};
+    if (with_crossings) entry["crossings"] = json::array();
+    for (crossing const& c : with_crossings ? crossings_of(memory, p.plan) : std::vector<crossing>{})
+      entry["crossings"].push_back({{"stage", c.stage},
+                                    {"tensor", c.tensor},
+                                    {"phase", c.phase},
+                                    {"collective", c.collective},
+                                    {"axis", c.axis},
+                                    {"group", c.group},
+                                    {"calls", c.calls},
+                                    {"bytes", c.bytes},
+                                    {"extents", c.extents},
+                                    {"from", c.from},
+                                    {"to", c.to}});
     if (p.dropped.empty()) {
       entry["model_flops_utilisation"] = p.mfu;
       entry["seconds"] = {{"step", p.time.total()},
@@ -262,7 +273,7 @@ std::string plans_json(model_config const& model, shardmesh::parallel::training_
     }
     out["plans"].push_back(entry);
   }
-  return out.dump(2) + "\n";
+  return out;
 }
 
 hardware_model read_hardware(std::string const& path) {

@@ -4,7 +4,7 @@
 // described machine (not measured here) has the same fields with
 // "measured": false. The model file: an architecture ("gpt" or "llama")
 // and its sizes as JSON. The ranked
-// plans as JSON. docs/07-choosing-a-strategy.md shows each.
+// plans as JSON (plans_document). docs/07-choosing-a-strategy.md shows each.
 
 #include <shardmesh/models/gpt_description.hpp>
 #include <shardmesh/models/llama_description.hpp>
@@ -13,12 +13,17 @@
 #include <shardmesh/plan/time_model.hpp>
 #include <shardmesh/plan/training_plan.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
 namespace planner_tool {
+
+// The JSON object in `path`; shardmesh::invalid_option_error naming the file (as a `kind`) if there is none.
+[[nodiscard]] nlohmann::ordered_json object_in(std::string const& kind, std::string const& path);
 
 [[nodiscard]] std::string hardware_json(shardmesh::parallel::hardware_model const& h);
 // Throws shardmesh::invalid_option_error naming the file and what is wrong in it.
@@ -45,8 +50,13 @@ struct judged_plan {
   std::string dropped;  // empty: feasible
 };
 
-[[nodiscard]] std::string plans_json(model_config const& model, shardmesh::parallel::training_problem const& problem,
-                                     shardmesh::parallel::hardware_model const& hardware, std::size_t capacity,
-                                     std::vector<judged_plan> const& plans);
+// Every plan as JSON: its dimensions, predicted memory and step time (or why it was dropped), and with
+// `with_crossings` what it sends between devices (plan_crossings.hpp; some 30 entries a plan).
+[[nodiscard]] nlohmann::ordered_json plans_document(model_config const& model,
+                                                    shardmesh::parallel::training_problem const& problem,
+                                                    shardmesh::parallel::hardware_model const& hardware,
+                                                    std::size_t capacity, std::vector<judged_plan> const& plans,
+                                                    shardmesh::parallel::memory_model const& memory,
+                                                    bool with_crossings);
 
 }  // namespace planner_tool

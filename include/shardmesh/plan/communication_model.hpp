@@ -25,6 +25,7 @@ struct collective_traffic {
   std::size_t bytes_received = 0;  // by the rank asked about
   std::size_t group = 1;           // ranks in the collective's group
   std::size_t bytes_held = 0;      // the rank's buffer, as hardware_model prices it (the larger side)
+  axis_set axes;                   // the mesh axes of its groups
 };
 
 // By the plan's step kind (the collective it runs): the traffic of every transition of
@@ -51,6 +52,7 @@ struct collective_traffic {
       std::size_t const bytes = reduces ? std::max(declared, reduction_bytes) : declared;
       c.bytes_received += received(mesh, s, global, rank) * bytes;
       c.group = group_size(mesh, s.axes);
+      c.axes = s.axes;
       c.bytes_held +=
           std::max(local_size(mesh, s.before, global, rank), local_size(mesh, s.after, global, rank)) * bytes;
     }

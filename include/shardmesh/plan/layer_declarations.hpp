@@ -174,7 +174,12 @@ class layer_site {
   d.work.input = {{kernel_kind::layer_norm_backward, at.activation_elements()}};  // the residual's gradient added
   if (at.sequence_parallel())
     for (int v = 0; v < (centred ? 2 : 1); ++v)
-      d.transitions.push_back({true, {at.hidden()}, at.gradient_on_tp(L.vector), at.gradient(L.vector)});
+      d.transitions.push_back({true,
+                               {at.hidden()},
+                               at.gradient_on_tp(L.vector),
+                               at.gradient(L.vector),
+                               0,
+                               name + (v == 0 ? " gain gradient" : " bias gradient")});
   return d;
 }
 
@@ -199,9 +204,11 @@ namespace detail {
   stage_declaration d;
   d.saved = {{first + ".x", act, L.whole_rows}};
   for (bool in_backward : {false, true}) {
-    if (at.sequence_parallel())
-      d.transitions.push_back({in_backward, act, at.bound(L.activation), at.bound(L.whole_rows)});
-    d.transitions.push_back({in_backward, act, at.on_tp(L.whole_rows), at.bound(L.activation)});
+    if (at.sequence_parallel())  // the input gathered, or the output's gradient
+      d.transitions.push_back({in_backward, act, at.bound(L.activation), at.bound(L.whole_rows), 0,
+                               in_backward ? first + " branch output gradient" : first + ".x"});
+    d.transitions.push_back({in_backward, act, at.on_tp(L.whole_rows), at.bound(L.activation), 0,
+                             in_backward ? first + ".x gradient" : first + " branch output"});
   }
   return d;
 }
@@ -269,7 +276,8 @@ struct kv_layouts {
     for (bool in_backward : {false, true}) {
       ring_exchanges const& e = in_backward ? elements.backward : elements.forward;
       d.exchanges.push_back({in_backward, step_kind::permute, "cp", e.exchanges, static_cast<double>(e.bytes),
-                             static_cast<double>((in_backward ? statistics.backward : statistics.forward).bytes)});
+                             static_cast<double>((in_backward ? statistics.backward : statistics.forward).bytes),
+                             in_backward ? "key/value blocks and their gradients" : "key/value blocks"});
     }
   } else {
     bound_layout const split = heads_split_on(at.bound(L.heads), cp);
@@ -280,11 +288,12 @@ struct kv_layouts {
                                    {"context.value", per_head, held, false, true},
                                    {"context.out", per_head, held, false, true},
                                    {"lse", per_head, held, true, true}});
-    for (int moved = 0; moved < 4; ++moved) {  // q, k, v over, out back; and their gradients the other way
+    for (std::string const moved : {"query", "key", "value", "o.x"}) {  // q, k, v over, out back; gradients back
+      bool const in = moved != "o.x";
       d.transitions.push_back(
-          {false, per_head, moved < 3 ? at.bound(L.heads) : split, moved < 3 ? split : at.bound(L.heads)});
+          {false, per_head, in ? at.bound(L.heads) : split, in ? split : at.bound(L.heads), 0, moved});
       d.transitions.push_back(
-          {true, per_head, moved < 3 ? split : at.bound(L.heads), moved < 3 ? at.bound(L.heads) : split});
+          {true, per_head, in ? split : at.bound(L.heads), in ? at.bound(L.heads) : split, 0, moved + " gradient"});
     }
   }
   d.work.products.insert(d.work.products.end(), {{b * core_heads, rows, S, D, false},  // scores
@@ -304,9 +313,9 @@ struct kv_layouts {
     d.work.input.push_back({kernel_kind::gelu_forward, tokens * static_cast<double>(hd + kvd)});
   }
   if (kv_weight != L.heads_in)  // wk and wv held whole: their gradients are partial on tp
-    for (int w = 0; w < 2; ++w)
+    for (char const* w : {"wk gradient", "wv gradient"})
       d.transitions.push_back(
-          {true, {at.hidden(), a.kv_heads, D}, at.gradient_on_tp(kv_weight), at.gradient(kv_weight)});
+          {true, {at.hidden(), a.kv_heads, D}, at.gradient_on_tp(kv_weight), at.gradient(kv_weight), 0, w});
   return d;
 }
 
@@ -360,7 +369,8 @@ struct kv_layouts {
   if (std::size_t const ep = at.extent("ep"); ep > 1) {
     double const moved = static_cast<double>(m * C) * static_cast<double>(ep - 1) / static_cast<double>(ep);
     for (bool in_backward : {false, true})
-      d.exchanges.push_back({in_backward, step_kind::all_to_all_v, "ep", 2, 2 * moved, 0});
+      d.exchanges.push_back(
+          {in_backward, step_kind::all_to_all_v, "ep", 2, 2 * moved, 0, in_backward ? "tokens' gradients" : "tokens"});
   }
   return d;
 }
@@ -379,14 +389,14 @@ struct kv_layouts {
   d.work.weight = {
       {kernel_kind::fill, static_cast<double>(at.local(L.vocabulary, {vocabulary, at.hidden()})[0]) * hidden},
       {kernel_kind::embedding_backward, tokens * hidden}};
-  d.transitions.push_back({false, act, at.on_tp(L.whole_rows), at.bound(L.activation)});  // the lookup
+  d.transitions.push_back({false, act, at.on_tp(L.whole_rows), at.bound(L.activation), 0, "embedding output"});
   op_layouts const plan =
       plan_table_gradient(at.mesh(), at.bound(L.ids), at.bound(L.activation), {at.samples(), at.sequence(), vocabulary},
                           {at.samples(), at.sequence(), at.hidden()}, at.gradient(L.vocabulary));
   d.transitions.push_back(
-      {true, {at.samples(), at.sequence()}, at.bound(L.ids), table_gradient_ids(plan), sizeof(int)});
-  d.transitions.push_back({true, act, at.bound(L.activation), plan.b});
-  d.transitions.push_back({true, {vocabulary, at.hidden()}, plan.c, at.gradient(L.vocabulary)});
+      {true, {at.samples(), at.sequence()}, at.bound(L.ids), table_gradient_ids(plan), sizeof(int), "token ids"});
+  d.transitions.push_back({true, act, at.bound(L.activation), plan.b, 0, "embedding output gradient"});
+  d.transitions.push_back({true, {vocabulary, at.hidden()}, plan.c, at.gradient(L.vocabulary), 0, "wte gradient"});
   if (positions) {
     d.work.forward.push_back({kernel_kind::add, at.activation_elements()});
     d.work.weight.push_back({kernel_kind::add, at.activation_elements()});
@@ -394,8 +404,12 @@ struct kv_layouts {
     summed.rank = 2;
     summed.dims[0] = summed.dims[1];
     summed.dims[1] = summed.dims[2];
-    d.transitions.push_back(
-        {true, {at.sequence(), at.hidden()}, at.gradient(unbind(at.mesh(), summed)), at.gradient(L.matrix)});
+    d.transitions.push_back({true,
+                             {at.sequence(), at.hidden()},
+                             at.gradient(unbind(at.mesh(), summed)),
+                             at.gradient(L.matrix),
+                             0,
+                             "wpe gradient"});
   }
   return d;
 }
@@ -408,8 +422,9 @@ struct kv_layouts {
   stage_declaration d;
   d.saved = {{"whead.x", act, L.whole_rows}};
   d.work.products = {{1, at.local_tokens(), at.local(L.features, at.tokens_by(vocabulary))[2], at.hidden(), true}};
-  if (at.sequence_parallel()) d.transitions.push_back({false, act, at.bound(L.activation), at.bound(L.whole_rows)});
-  d.transitions.push_back({true, act, at.on_tp(L.whole_rows), at.bound(L.activation)});
+  if (at.sequence_parallel())
+    d.transitions.push_back({false, act, at.bound(L.activation), at.bound(L.whole_rows), 0, "whead.x"});
+  d.transitions.push_back({true, act, at.on_tp(L.whole_rows), at.bound(L.activation), 0, "whead.x gradient"});
   return d;
 }
 
@@ -425,12 +440,16 @@ struct kv_layouts {
   d.saved = {{"logits", logits, L.features}, {"max", logits, L.features, true}, {"sum_exp", logits, L.features, true}};
   d.work.forward = {{kernel_kind::cross_entropy_forward, elements}};
   d.work.input = {{kernel_kind::cross_entropy_backward, elements}};
-  d.transitions = {{false, rows, at.on_tp(L.ids, reduce_op::max), at.bound(L.ids)},  // the largest logit
-                   {false, rows, at.on_tp(L.ids), at.bound(L.ids)},                  // the sum of exponentials
-                   {false, rows, at.on_tp(L.ids), at.bound(L.ids)}};                 // the target's logit
+  d.transitions = {{false, rows, at.on_tp(L.ids, reduce_op::max), at.bound(L.ids), 0, "max"},
+                   {false, rows, at.on_tp(L.ids), at.bound(L.ids), 0, "sum_exp"},
+                   {false, rows, at.on_tp(L.ids), at.bound(L.ids), 0, "target logits"}};
   if (at.data_parallel())  // over every axis that splits the tokens: dp, and cp and ep where the mesh has them
-    d.transitions.push_back(
-        {false, {2}, at.made_gradient(layout{replicated}), at.bound(layout{replicated}), sizeof(double)});
+    d.transitions.push_back({false,
+                             {2},
+                             at.made_gradient(layout{replicated}),
+                             at.bound(layout{replicated}),
+                             sizeof(double),
+                             "loss and rows counted"});
   return d;
 }
 
@@ -448,7 +467,7 @@ struct kv_layouts {
     bool const declared =
         std::any_of(layers.transitions.begin(), layers.transitions.end(),
                     [&](transition_spec const& t) { return t.in_backward && t.to == kept && t.extents == p.extents; });
-    if (made != kept && !declared) reductions.push_back({true, p.extents, made, kept});
+    if (made != kept && !declared) reductions.push_back({true, p.extents, made, kept, 0, p.name + " gradient"});
   }
   layers.transitions.insert(layers.transitions.end(), reductions.begin(), reductions.end());
   return {std::move(name),

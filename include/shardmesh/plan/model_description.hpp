@@ -73,6 +73,7 @@ struct transition_spec {
   std::vector<std::size_t> extents;
   bound_layout from, to;
   std::size_t element_bytes = 0;  // 0: the model's element type
+  std::string what;               // the tensor moved, as the plan page names it
 };
 
 // Traffic a stage sends that is not a layout transition, per micro-batch:
@@ -87,6 +88,7 @@ struct exchange_spec {
   std::string axis;
   std::size_t calls = 0;
   double elements = 0, statistic_elements = 0;
+  std::string what;  // what moves, as the plan page names it
 };
 
 // Where a pipeline puts a stage: with the first chunk, in the chunk that

@@ -127,40 +127,29 @@ class time_model {
   [[nodiscard]] step_time predict(training_plan const& plan, std::size_t state_tensors = 2,
                                   std::size_t bucket_bytes = std::size_t{25} << 20) const {
     element_bytes const bytes = bytes_of(plan.compute, plan.gradients);
-    mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
-    std::size_t const samples = plan.micro_batch * plan.batch_replicas();  // a micro-batch over every replica
-    // F, I and W per stage: whole at a core's speed, and their collectives alone (unslowed by sharing).
-    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
-    step_time t;
-    double tp_per_micro = 0, gather_per_micro = 0;
-    after_backward slowest;
     double const sharing = hardware_.compute_sharing(plan.ranks());  // ranks sharing a core
+    pipeline_costs const costs = pipeline_costs_of(plan, bytes);
+    pipeline_simulation const sim = simulated(plan, costs.actions, sharing);
+    after_backward slowest;
     for (std::size_t s = 0; s < plan.pp; ++s) {
-      chunk_actions const a = actions_of_stage(plan, s, bytes);
-      per_stage[s] = a.whole;
-      collectives[s] = a.collectives;
       after_backward const d = data_parallel_work(plan, s, bytes, state_tensors, bucket_bytes, sharing);
       if (d.total() > slowest.total()) slowest = d;
-      tp_per_micro = std::max(tp_per_micro, a.tensor_parallel);
-      gather_per_micro = std::max(gather_per_micro, a.parameter_gather);
     }
-    boundary_spec const boundary = model_->model().boundary(stage_mesh, samples);
-    double const activation_bytes =
-        static_cast<double>(local_elements(stage_mesh, boundary.placement, boundary.extents, 0) * bytes.value);
-    action_costs const costs{
-        per_stage,
-        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
-        collectives};
-    pipeline_simulation const sim = sharing > 1 ? simulate_shared(model_->schedule(plan), costs, stage_cores(plan))
-                                                : simulate_checked(model_->schedule(plan), costs);
+    step_time t;
     t.compute = *std::max_element(sim.busy.begin(), sim.busy.end());
     t.bubble = sim.makespan - t.compute;
     auto const m = static_cast<double>(plan.micro_batches * plan.virtual_stages);
-    t.tensor_parallel = tp_per_micro * m;
-    t.parameter_gather = gather_per_micro * m;
+    t.tensor_parallel = costs.tensor_parallel * m;
+    t.parameter_gather = costs.parameter_gather * m;
     t.data_parallel = (1 - hardware_.data_parallel_overlap) * slowest.reduction + slowest.update_gather;
     t.optimizer = slowest.update;
     return t;
+  }
+
+  // The step's pipeline as predict() simulates it: each stage's actions with their predicted start and end.
+  [[nodiscard]] pipeline_simulation timeline(training_plan const& plan) const {
+    return simulated(plan, pipeline_costs_of(plan, bytes_of(plan.compute, plan.gradients)).actions,
+                     hardware_.compute_sharing(plan.ranks()));
   }
 
   [[nodiscard]] hardware_model const& hardware() const { return hardware_; }
@@ -173,6 +162,42 @@ class time_model {
     double forward = 0, input = 0, weight = 0;
     double tp_forward = 0, tp_input = 0;
   };
+
+  // What the pipeline simulation prices: each stage's F, I and W (whole, and
+  // their collectives apart) and the transfer between stages; and per
+  // micro-batch, the most any stage spends in tensor-parallel collectives
+  // and in ZeRO-3's gathers.
+  struct pipeline_costs {
+    action_costs actions;
+    double tensor_parallel = 0, parameter_gather = 0;
+  };
+  [[nodiscard]] pipeline_costs pipeline_costs_of(training_plan const& plan, element_bytes const& bytes) const {
+    mesh_shape const stage_mesh = memory_model::stage_mesh(plan);
+    std::size_t const samples = plan.micro_batch * plan.batch_replicas();  // a micro-batch over every replica
+    std::vector<std::array<double, 3>> per_stage(plan.pp, {0, 0, 0}), collectives(plan.pp, {0, 0, 0});
+    pipeline_costs out;
+    for (std::size_t s = 0; s < plan.pp; ++s) {
+      chunk_actions const a = actions_of_stage(plan, s, bytes);
+      per_stage[s] = a.whole;
+      collectives[s] = a.collectives;
+      out.tensor_parallel = std::max(out.tensor_parallel, a.tensor_parallel);
+      out.parameter_gather = std::max(out.parameter_gather, a.parameter_gather);
+    }
+    boundary_spec const boundary = model_->model().boundary(stage_mesh, samples);
+    double const activation_bytes =
+        static_cast<double>(local_elements(stage_mesh, boundary.placement, boundary.extents, 0) * bytes.value);
+    out.actions = {
+        per_stage,
+        plan.pp > 1 ? hardware_.collective_seconds(collective_kind::point_to_point, 2, activation_bytes, plan.tp) : 0,
+        collectives};
+    return out;
+  }
+
+  [[nodiscard]] pipeline_simulation simulated(training_plan const& plan, action_costs const& costs,
+                                              double sharing) const {
+    return sharing > 1 ? simulate_shared(model_->schedule(plan), costs, stage_cores(plan))
+                       : simulate_checked(model_->schedule(plan), costs);
+  }
 
   // A pipeline stage's F, I and W for one micro-batch of one of its chunks
   // (the mean over its chunks): whole, and their collectives apart (ZeRO-3's
