@@ -534,7 +534,7 @@ def context_section(ring, transition):
 
 def context_memory_section(reports):
     """The memory ledger's peaks per rank of the same training step on cp = 1, 2, 4 ranks (train_gpt --report)."""
-    runs = sorted((r["degrees"]["cp"], r["peak_bytes"]) for r in reports if "degrees" in r)
+    runs = sorted((r["plan"]["cp"], r["peak_bytes"]) for r in reports if "plan" in r)
     if not runs:
         return ""
     base = runs[0][1]["activations"] if runs[0][0] == 1 else None

@@ -41,15 +41,19 @@
 // selective or full recomputes activations in backward (the same
 // gradients, less memory kept).
 //
-// Each step prints the loss, the global gradient norm, tokens per second
-// and the peak memory per rank; the memory per phase and category (the
-// mesh's ledger) is printed after the first and the last step. --check
+// Each step prints a progress line (unless --quiet): the loss, the global
+// gradient norm, tokens per second, the step's time, the time left at the
+// mean step time so far and the peak memory per rank; the memory per phase
+// and category (the mesh's ledger) is printed after the first and the last
+// step. --check
 // trains the same model on one rank (dp = tp = 1, ZeRO-0) alongside and
 // reports the largest difference of the two loss curves; the exit status
-// says whether it stayed within the tolerance. --report FILE writes each
-// step's seconds, the machine's pace around it and, per memory
-// category, the largest peak over the ranks and phases (JSON), for
-// comparing runs with the planner's predictions.
+// says whether it stayed within the tolerance. --report FILE writes the
+// run's plan, each step's seconds, the machine's pace around it, per memory
+// category the largest peak over the ranks and phases, rank 0's peaks per
+// phase and the last step's action-by-action timeline (JSON), for comparing
+// runs with the planner's predictions (shardmesh-plan-training --html FILE
+// --report FILE shows them beside the plan).
 //
 // --save DIR writes the training state to DIR/state.h5 after the last step
 // (and every --every K steps): parameters and optimizer state in whatever
@@ -84,6 +88,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -315,7 +320,7 @@ class run {
                   .clip_norm = o.clip,
                   .bucket_bytes = o.bucket_kib * 1024,
                   .schedule = axes.pp > 1 ? schedule_of(o.schedule) : parallel::schedule_kind::one_f_one_b,
-                  .timeline = !o.timeline.empty(),
+                  .timeline = !o.timeline.empty() || !o.report.empty(),
                   .gradient_type = *parallel::parse_precision(o.gradient_type),
                   .gradient_reduction = *parallel::parse_precision(o.gradient_reduction)}) {}
 
@@ -435,8 +440,8 @@ void draw_timeline(run<Model> const& r, std::string const& file) {
   if (std::system(convert.c_str()) == 0) std::printf("and %s\n", png.c_str());
 }
 
-// The run's degrees, each step's seconds and pace, and per memory category the largest peak of any
-// phase on any rank (collective: every rank calls it; rank 0 writes).
+// The run's plan, each step's seconds and pace, per memory category the largest peak of any phase on any
+// rank, rank 0's peaks per phase and the last step's timeline (collective: every rank calls it; rank 0 writes).
 template <class Model>
 void write_report(run<Model> const& r, options const& o, std::size_t first_step, std::vector<double> const& seconds,
                   std::vector<double> const& paces, std::vector<double> const& losses, std::string const& file) {
@@ -445,25 +450,54 @@ void write_report(run<Model> const& r, options const& o, std::size_t first_step,
   for (auto const& phase : r.trainer().memory().phases)
     for (std::size_t c = 0; c < n; ++c) peak[c] = std::max<unsigned long long>(peak[c], phase.peak[c]);
   MPI_Allreduce(MPI_IN_PLACE, peak.data(), static_cast<int>(n), MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  auto const timeline = parallel::gather_timeline(r.trainer(), r.mesh());
   if (r.mesh().rank() != 0) return;
+  std::printf(
+      "\nreport %s: largest over the ranks: parameters %llu B, gradients %llu B, optimizer state %llu B, "
+      "activations %llu B\n",
+      file.c_str(), peak[0], peak[1], peak[2], peak[3]);
   std::ofstream out(file);
   out.precision(17);
   out << "{\"first_step\": " << first_step << ",\n";
-  out << " \"degrees\": {\"dp\": " << o.dp << ", \"cp\": " << o.cp << ", \"ep\": " << o.ep << ", \"pp\": " << o.pp
-      << ", \"tp\": " << o.tp << "},\n";
+  // The plan as the planner names it (shardmesh-plan-training --report finds it among its plans).
+  parallel::batch_accounting const& b = r.batch();
+  out << " \"plan\": {\"dp\": " << o.dp << ", \"cp\": " << o.cp << ", \"ep\": " << o.ep << ", \"tp\": " << o.tp
+      << ", \"pp\": " << o.pp << ", \"zero\": " << o.zero << ", \"micro_batch\": " << b.micro()
+      << ", \"micro_batches\": " << b.accumulation() << ", \"schedule\": \"" << (o.pp > 1 ? o.schedule : "1f1b")
+      << "\", \"virtual_stages\": " << (o.pp > 1 ? o.chunks : 1) << ", \"precision\": \"" << o.precision
+      << "\", \"recompute\": \"" << o.recompute << "\", \"gradients\": \"" << o.gradient_type << "\"},\n";
   for (auto const& [key, list] :
        {std::pair{"step_seconds", &seconds}, std::pair{"pace_seconds", &paces}, std::pair{"losses", &losses}}) {
     out << " \"" << key << "\": [";
     for (std::size_t i = 0; i < list->size(); ++i) out << (i > 0 ? ", " : "") << (*list)[i];
     out << "],\n";
   }
-  out << " \"peak_bytes\": {";
-  for (std::size_t c = 0; c < n; ++c) {
+  auto const category = [](std::size_t c) {
     std::string key(to_string(static_cast<memory_category>(c)));
     std::replace(key.begin(), key.end(), ' ', '_');  // "optimizer_state"
-    out << (c > 0 ? ", " : "") << '"' << key << "\": " << peak[c];
+    return '"' + key + '"';
+  };
+  out << " \"peak_bytes\": {";
+  for (std::size_t c = 0; c < n; ++c) out << (c > 0 ? ", " : "") << category(c) << ": " << peak[c];
+  out << "},\n \"memory_phases\": [";
+  for (std::size_t i = 0; i < r.trainer().memory().phases.size(); ++i) {
+    auto const& phase = r.trainer().memory().phases[i];
+    out << (i > 0 ? ", " : "") << "{\"phase\": \"" << phase.phase << "\"";
+    for (std::size_t c = 0; c < n; ++c) out << ", " << category(c) << ": " << phase.peak[c];
+    out << "}";
   }
-  out << "}}\n";
+  out << "],\n \"timeline\": {\"makespan\": " << (timeline ? timeline->makespan() : 0) << ", \"stages\": [";
+  for (std::size_t st = 0; timeline && st < timeline->stages.size(); ++st) {
+    out << (st > 0 ? ", " : "") << "[";
+    for (std::size_t i = 0; i < timeline->stages[st].size(); ++i) {
+      parallel::timed_action const& a = timeline->stages[st][i];
+      out << (i > 0 ? ", " : "") << "{\"op\": \"" << parallel::letter(a.action.op)
+          << "\", \"micro\": " << a.action.micro << ", \"chunk\": " << a.action.chunk << ", \"start\": " << a.start
+          << ", \"end\": " << a.end << "}";
+    }
+    out << "]";
+  }
+  out << "]}}\n";
   if (!out) throw invalid_option_error("cannot write " + file);
 }
 
@@ -533,9 +567,13 @@ int train(options const& o, std::size_t ranks, std::filesystem::path const& save
     double const auxiliary = experts ? distributed.auxiliary_loss() : 0;
     if (root && !o.quiet) {
       std::size_t const done = (s + 1) * 20 / o.steps;
-      std::printf("[%s%s] step %3zu/%zu  loss %.4f  grad norm %.3f  %8.0f tokens/s  peak %s",
-                  std::string(done, '#').c_str(), std::string(20 - done, '.').c_str(), s + 1, o.steps, r.loss,
-                  r.grad_norm, tokens / seconds, parallel::format_bytes(peak).c_str());
+      double const mean =
+          std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) / static_cast<double>(step_seconds.size());
+      auto const left = static_cast<long>(std::lround(mean * static_cast<double>(o.steps - s - 1)));
+      std::printf(
+          "[%s%s] step %3zu/%zu  loss %.4f  grad norm %.3f  %8.0f tokens/s  %.2f ms/step  left %ld:%02ld  peak %s",
+          std::string(done, '#').c_str(), std::string(20 - done, '.').c_str(), s + 1, o.steps, r.loss, r.grad_norm,
+          tokens / seconds, 1e3 * seconds, left / 60, left % 60, parallel::format_bytes(peak).c_str());
       if (experts) std::printf("  experts' aux %.4f", auxiliary);
       if (difference) std::printf("  vs 1 rank %.1e", *difference);
       std::printf("\n");

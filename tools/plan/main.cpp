@@ -9,6 +9,7 @@
 #include "draw.hpp"
 #include "json.hpp"
 #include "options.hpp"
+#include "page.hpp"
 #include "report.hpp"
 #include "request.hpp"
 #include "svg.hpp"
@@ -19,6 +20,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace {
 
@@ -52,14 +54,16 @@ int run(options const& o) {
     for (block_grid const* g : {&before, &after})
       if (!g->problem.empty()) return fail("--draw: " + g->problem);
   }
-  if (!o.svg.empty()) {
+  for (auto const& [flag, path] : {std::pair<std::string, std::string>{"--svg", o.svg}, {"--html", o.html}}) {
+    if (path.empty()) continue;
     block_grid const svg_before = blocks_of(r, r.from, svg_block_limit);
     block_grid const svg_after = blocks_of(r, r.to, svg_block_limit);
     for (block_grid const* g : {&svg_before, &svg_after})
-      if (!g->problem.empty()) return fail("--svg: " + g->problem);
-    std::ofstream file(o.svg);
-    file << svg(r, p, svg_before, svg_after);
-    if (!file.flush()) return fail("--svg " + o.svg + ": cannot write the file");
+      if (!g->problem.empty()) return fail(flag + ": " + g->problem);
+    std::string const picture = svg(r, p, svg_before, svg_after);
+    std::ofstream file(path);
+    file << (flag == "--svg" ? picture : html_page(r, p, picture));
+    if (!file.flush()) return fail(flag + " " + path + ": cannot write the file");
   }
 
   std::cout << (o.json ? plan_json(r, p) : plan_text(r, p));

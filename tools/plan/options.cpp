@@ -34,9 +34,12 @@ std::optional<int> parse_options(int argc, char const* const* argv, options& out
   auto* draw = app.add_flag("--draw", out.draw, "draw which ranks hold each block, before and after (rank 1 or 2)");
   auto* svg = app.add_option("--svg", out.svg, "write the pictures and the plan to an SVG file (rank 1 or 2)")
                   ->type_name("FILE");
+  auto* html =
+      app.add_option("--html", out.html, "write the pictures and the plan to a page (rank 1 or 2)")->type_name("FILE");
   all->excludes(to);
   draw->excludes(all)->excludes(json);
   svg->excludes(all);
+  html->excludes(all);
   try {
     app.parse(argc, argv);
     if (!out.all && out.to.empty()) throw CLI::RequiredError("--to (or --all)");

@@ -14,6 +14,7 @@ struct options : request_args {
   bool json = false;  // one JSON document instead of text
   bool draw = false;  // the before and after pictures, in the terminal
   std::string svg;    // the pictures and the plan as an SVG file
+  std::string html;   // the pictures, the plan and its JSON as a page
 };
 
 // Parses argv into `out`. Returns the exit status to leave with when the

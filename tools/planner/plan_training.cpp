@@ -2,14 +2,17 @@
 // plans out. Every plan of the search space (training_plan.hpp) with the
 // given global batch on the given ranks is sized by the memory model and,
 // if it fits, timed by the time model; the table ranks them by predicted
-// step time, --json prints every plan (dropped ones with their reason) and
-// --pictures draws memory against step time and the best plans' parts.
+// step time, --json prints every plan (dropped ones with their reason; with
+// --crossings, what each sends between devices), --pictures draws memory against step
+// time and the best plans' parts, and --html writes the plan page
+// (plan_page.hpp), with a training run's --report beside its plan.
 //
 //   shardmesh-plan-training --model gpt.json --global-batch 64 --ranks 8 --hardware hardware-8.json
 //
 // Predictions for a described machine ("measured": false in its hardware
 // file) are labelled as such.
 #include "pictures.hpp"
+#include "plan_page.hpp"
 #include "planner_files.hpp"
 
 #include <shardmesh/errors.hpp>
@@ -26,6 +29,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +50,8 @@ std::string ms(double seconds) {
 }
 
 // Every candidate, sized and (if it fits) timed; feasible first, fastest first.
-std::vector<judged_plan> judge(training_problem const& problem, hardware_model const& hardware, std::size_t capacity) {
-  memory_model const memory(*problem.model);
-  time_model const time(memory, hardware);
+std::vector<judged_plan> judge(training_problem const& problem, memory_model const& memory, time_model const& time,
+                               hardware_model const& hardware, std::size_t capacity) {
   double const model_flops = model_flops_per_step(*problem.model, problem.global_batch);
   std::vector<judged_plan> out;
   for (training_plan const& plan : candidate_plans(problem)) {
@@ -95,10 +98,10 @@ void print_table(std::vector<judged_plan> const& plans, std::size_t top) {
 }
 
 int run(int argc, char** argv) {
-  std::string model_file, hardware_file, pictures, precision_name = "any", recompute_name = "any",
-                                                   gradients_name = "fp32";
-  std::size_t global_batch = 0, ranks = 0, memory = 0, top = 10, max_virtual = 4, max_cp = 1;
-  bool json = false;
+  std::string model_file, hardware_file, pictures, html, report, precision_name = "any", recompute_name = "any",
+                                                                 gradients_name = "fp32";
+  std::size_t global_batch = 0, ranks = 0, memory_bytes = 0, top = 10, max_virtual = 4, max_cp = 1;
+  bool json = false, crossings = false;
   CLI::App app{
       "Ranks the ways to train a GPT on a machine: every (dp, tp, pp, ZeRO stage, micro-batch, "
       "micro-batches, schedule, v, precision, recomputation, gradient type) for the global batch on the ranks, the "
@@ -119,7 +122,8 @@ int run(int argc, char** argv) {
   app.add_option("--hardware", hardware_file, "the hardware file (shardmesh-calibrate's, or a description)")
       ->required()
       ->type_name("FILE");
-  app.add_option("--memory", memory, "bytes per rank (default: the hardware file's; 0: no limit)")->type_name("BYTES");
+  app.add_option("--memory", memory_bytes, "bytes per rank (default: the hardware file's; 0: no limit)")
+      ->type_name("BYTES");
   app.add_option("--top", top, "plans the table shows")->capture_default_str();
   app.add_option("--max-virtual", max_virtual, "the most chunks per stage interleaving may use")->capture_default_str();
   app.add_option("--max-cp", max_cp,
@@ -137,9 +141,18 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16", "any"}))
       ->capture_default_str();
   app.add_flag("--json", json, "print every plan as JSON instead of the table");
+  app.add_flag("--crossings", crossings,
+               "with --json, also what each plan sends between devices: tensor, collective, group, calls and bytes "
+               "per step")
+      ->needs("--json");
   app.add_option("--pictures", pictures,
                  "write PREFIX-memory-time.svg and PREFIX-parts.svg (and .png where rsvg-convert is installed)")
       ->type_name("PREFIX");
+  app.add_option("--html", html, "write the plan page: every plan on the model's diagram, in one HTML file")
+      ->type_name("FILE");
+  app.add_option("--report", report, "a training run's report (train_gpt --report) to show beside its plan")
+      ->type_name("FILE")
+      ->needs("--html");
   CLI11_PARSE(app, argc, argv);
 
   hardware_model const hardware = planner_tool::read_hardware(hardware_file);
@@ -152,10 +165,22 @@ int run(int argc, char** argv) {
                                  parse_recompute_mode(recompute_name),
                                  parse_precision(gradients_name),
                                  max_cp};
-  std::size_t const capacity = app.count("--memory") != 0 ? memory : hardware.memory_per_rank;
-  std::vector<judged_plan> const plans = judge(problem, hardware, capacity);
+  std::size_t const capacity = app.count("--memory") != 0 ? memory_bytes : hardware.memory_per_rank;
+  memory_model const memory(*problem.model);
+  time_model const time(memory, hardware);
+  std::vector<judged_plan> const plans = judge(problem, memory, time, hardware, capacity);
+  if (!html.empty()) {
+    std::optional<nlohmann::ordered_json> run;
+    if (!report.empty()) run = planner_tool::object_in("report", report);
+    std::ofstream out(html);
+    out << planner_tool::plan_page(
+        planner_tool::plans_document(model, problem, hardware, capacity, plans, memory, true), memory, time, plans,
+        run);
+    if (!out) throw shardmesh::invalid_option_error("cannot write " + html);
+  }
   if (json) {
-    std::cout << planner_tool::plans_json(model, problem, hardware, capacity, plans);
+    std::cout << planner_tool::plans_document(model, problem, hardware, capacity, plans, memory, crossings).dump(2)
+              << "\n";
   } else {
     std::size_t const feasible = static_cast<std::size_t>(
         std::count_if(plans.begin(), plans.end(), [](judged_plan const& p) { return p.dropped.empty(); }));

@@ -157,6 +157,7 @@ def validate(ranks, count, steps, rounds, quick, out):
     peak = {}
 
     def run(label, round_):
+        say(f"{ranks} ranks, round {round_ + 1}: plan {picked.index(label) + 1} of {len(picked)}, {label}")
         here.wait()
         p = plans[label]
         done = run_plan(ranks, p, steps, os.path.join(out, f"run-{ranks}-{picked.index(label)}-{round_}.json"))
