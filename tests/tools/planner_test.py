@@ -2,7 +2,7 @@
 
     python3 planner_test.py calibrate DIR MPIEXEC... CALIBRATE [POSTFLAGS...]
     python3 planner_test.py unbound DIR MPIEXEC... CALIBRATE [POSTFLAGS...]
-    python3 planner_test.py described PLAN_TRAINING MODELS_DIR HARDWARE_DIR
+    python3 planner_test.py described|described_cluster PLAN_TRAINING MODELS_DIR HARDWARE_DIR
     python3 planner_test.py memory PLAN_TRAINING MODEL HARDWARE DIR MPIEXEC... TRAIN_GPT [POSTFLAGS...]
     python3 planner_test.py bad_models PLAN_TRAINING MODEL HARDWARE DIR
 
@@ -11,8 +11,9 @@ hardware file with every figure the planner reads, and run again with
 --faster-than that file keeps each figure's faster and the fastest pace, and
 --pace prints the machine's pace; it warns where ranks share cores unbound
 (unbound: the same on 4 ranks, oversubscribed here). described: the 8-GPU node
-and the 64-node cluster files rank plans of a 350M-parameter GPT, labelled as
-predictions (the cluster's 512 ranks within the test's timeout, which
+file ranks plans of a 350M-parameter GPT, labelled as predictions;
+described_cluster (the full suite's): the 64-node cluster file, the same
+(its 512 ranks within the test's timeout, which
 scales with the build: no wall-clock check, which the sanitizers' build
 would fail). memory: examples/train_gpt
 runs a spread of plans (every ZeRO stage, tp, pp with every schedule, an
@@ -33,6 +34,8 @@ import subprocess
 import sys
 
 STATE = ("parameters", "gradients", "optimizer_state", "activations")
+NODE = (("a100-node-8.json", 8),)
+CLUSTER = (("a100-cluster-64x8.json", 512),)
 KERNELS = {"add", "fill", "gelu_forward", "gelu_backward", "softmax_forward", "softmax_backward",
            "layer_norm_forward", "layer_norm_backward", "cross_entropy_forward", "cross_entropy_backward",
            "embedding_forward", "embedding_backward", "adamw"}
@@ -116,9 +119,8 @@ def calibrate(out_dir, command):
     check(bad.returncode != 0 and "cannot be read" in bad.stderr, "--faster-than a missing file: a clear error")
 
 
-def described(plan_training, models, hardware):
-    for (hardware_file, ranks), model in itertools.product((("a100-node-8.json", 8), ("a100-cluster-64x8.json", 512)),
-                                                           ("gpt-350m.json", "llama-1b.json")):
+def described(plan_training, models, hardware, machines):
+    for (hardware_file, ranks), model in itertools.product(machines, ("gpt-350m.json", "llama-1b.json")):
         # bf16 given (the search over every precision takes three times as long): every plan in it. The table
         # once, on the node (the search it prints is the JSON's).
         if ranks == 8:
@@ -141,7 +143,8 @@ def described(plan_training, models, hardware):
         check(all(p["cp"] == 1 and p["ep"] == 1 for p in doc["plans"]), f"{model}: cp and ep 1 unless asked")
         steps = [p["seconds"]["step"] for p in feasible]
         check(steps == sorted(steps), f"{hardware_file}: fastest first")
-
+    if machines != NODE:
+        return
 
     # A Llama with 4 experts in every other block: ep searched where it divides them, and cp up to --max-cp.
     doc = json.loads(run([plan_training, "--model", os.path.join(models, "small-llama-experts.json"),
@@ -233,8 +236,8 @@ def main():
         calibrate(sys.argv[2], sys.argv[3:])
     elif what == "unbound":
         unbound(sys.argv[2], sys.argv[3:])
-    elif what == "described":
-        described(*sys.argv[2:5])
+    elif what in ("described", "described_cluster"):
+        described(*sys.argv[2:5], NODE if what == "described" else CLUSTER)
     elif what == "memory":
         memory(*sys.argv[2:6], sys.argv[6:])
     elif what == "bad_models":
