@@ -20,10 +20,10 @@
 // The counts go first: one all-gather over the axis of each rank's rows
 // per expert, from which every rank derives every send and receive count
 // (and the capacity's drops) alike; then each move is one uneven
-// all-to-all. Dropless by default. With a capacity factor F, each expert
-// takes at most ceil(F k N ep / E) rows (N ep: the tokens on the axis),
-// the first in the order (source rank, token, choice): the same rule on
-// every rank, so a serial reference can apply it too.
+// all-to-all, for the rows between ranks: a rank's rows for its own
+// experts are copied straight from slot to place, never packed. Dropless by default. With a capacity factor F, each
+// expert takes at most ceil(F k N ep / E) rows (N ep: the tokens on the axis), the first in the order (source rank,
+// token, choice): the same rule on every rank, so a serial reference can apply it too.
 //
 // Choices out of range or repeated within a token are found by the rank
 // that holds them and refused on every rank after the counts' all-gather,
@@ -121,11 +121,13 @@ class expert_exchange {
                                     " rows; a row per token (" + std::to_string(tokens_) + ") or per slot (" +
                                     std::to_string(tokens_ * k_) + ")");
     std::size_t const C = x.extent(1), per = x.extent(0) == tokens_ ? k_ : 1;
-    auto const out_flat = buffer<T>(sent_ * C), in_flat = buffer<T>(rows_ * C);
-    detail::copy_rows(exec, sent_, C, x.data(), mapped{send_slots_, per}, out_flat.data(), detail::identity_row{});
+    auto const out_flat = buffer<T>((sent_ - own_) * C), in_flat = buffer<T>((rows_ - own_) * C);
+    detail::copy_rows(exec, sent_ - own_, C, x.data(), mapped{send_slots_, per}, out_flat.data(),
+                      detail::identity_row{});
     all_to_all_v(*group_, out_flat, scaled(send_counts_, C), in_flat, scaled(recv_counts_, C), exec);
     auto const y = detail::pooled<rows_view<T>>(mesh_, {rows_, C});
-    detail::copy_rows(exec, rows_, C, in_flat.data(), detail::identity_row{}, y.data(), mapped{recv_places_, 1});
+    detail::copy_rows(exec, rows_ - own_, C, in_flat.data(), detail::identity_row{}, y.data(), mapped{recv_places_, 1});
+    detail::copy_rows(exec, own_, C, x.data(), mapped{own_slots_, per}, y.data(), mapped{own_places_, 1});
     return y;
   }
 
@@ -135,12 +137,14 @@ class expert_exchange {
       throw mismatched_tensor_error("expert_exchange::from_experts: " + std::to_string(y.extent(0)) +
                                     " rows; the experts received " + std::to_string(rows_));
     std::size_t const C = y.extent(1);
-    auto const out_flat = buffer<T>(rows_ * C), in_flat = buffer<T>(sent_ * C);
-    detail::copy_rows(exec, rows_, C, y.data(), mapped{recv_places_, 1}, out_flat.data(), detail::identity_row{});
+    auto const out_flat = buffer<T>((rows_ - own_) * C), in_flat = buffer<T>((sent_ - own_) * C);
+    detail::copy_rows(exec, rows_ - own_, C, y.data(), mapped{recv_places_, 1}, out_flat.data(),
+                      detail::identity_row{});
     all_to_all_v(*group_, out_flat, scaled(recv_counts_, C), in_flat, scaled(send_counts_, C), exec);
     auto const x = detail::pooled<rows_view<T>>(mesh_, {tokens_ * k_, C});
     if (sent_ != tokens_ * k_) Kokkos::deep_copy(exec, x, T(0));  // zero where dropped
-    detail::copy_rows(exec, sent_, C, in_flat.data(), detail::identity_row{}, x.data(), mapped{send_slots_, 1});
+    detail::copy_rows(exec, sent_ - own_, C, in_flat.data(), detail::identity_row{}, x.data(), mapped{send_slots_, 1});
+    detail::copy_rows(exec, own_, C, y.data(), mapped{own_places_, 1}, x.data(), mapped{own_slots_, 1});
     return x;
   }
 
@@ -225,15 +229,34 @@ class expert_exchange {
     for (std::size_t r = 0, i = 0; r < ep; ++r)
       for (std::size_t l = 0; l < L; ++l)
         for (std::size_t c = 0; c < kept[r * E + me * L + l]; ++c) places(i++) = start[l]++;
-    send_slots_ = Kokkos::create_mirror_view_and_copy(MemorySpace{}, slots);
-    recv_places_ = Kokkos::create_mirror_view_and_copy(MemorySpace{}, places);
+    // The rows this rank's experts take from its own tokens go straight from slot to place: out of the
+    // all-to-all (a count of 0 to itself) and out of the packed orders.
+    own_ = send_counts_[me];
+    std::size_t sent_before = 0, received_before = 0;
+    for (std::size_t d = 0; d < me; ++d) sent_before += send_counts_[d], received_before += recv_counts_[d];
+    send_counts_[me] = recv_counts_[me] = 0;
+    auto const split = [&](Kokkos::View<std::size_t*, Kokkos::HostSpace> order, std::size_t before, auto& others,
+                           auto& own) {
+      Kokkos::View<std::size_t*, Kokkos::HostSpace> rest("others", order.extent(0) - own_), own_rows("own", own_);
+      for (std::size_t i = 0, j = 0; i < order.extent(0); ++i)
+        if (i >= before && i < before + own_)
+          own_rows(i - before) = order(i);
+        else
+          rest(j++) = order(i);
+      others = Kokkos::create_mirror_view_and_copy(MemorySpace{}, rest);
+      own = Kokkos::create_mirror_view_and_copy(MemorySpace{}, own_rows);
+    };
+    split(slots, sent_before, send_slots_, own_slots_);
+    split(places, received_before, recv_places_, own_places_);
   }
 
   device_mesh mesh_;
   communicator const* group_ = nullptr;
   std::size_t tokens_ = 0, k_ = 0, experts_ = 0, local_experts_ = 0, sent_ = 0, rows_ = 0;
-  std::vector<std::size_t> send_counts_, recv_counts_, expert_rows_;
-  Kokkos::View<std::size_t*, MemorySpace> send_slots_, recv_places_;
+  std::size_t own_ = 0;                                               // rows from this rank's tokens to its own experts
+  std::vector<std::size_t> send_counts_, recv_counts_, expert_rows_;  // to and from the other ranks
+  // Slots sent and places of arrivals in the exchange's order (from and to the other ranks), and the own rows'.
+  Kokkos::View<std::size_t*, MemorySpace> send_slots_, recv_places_, own_slots_, own_places_;
 };
 
 }  // namespace shardmesh::ops
