@@ -92,6 +92,16 @@ std::vector<std::string> stage_ranks(training_plan const& plan) {
   return out;
 }
 
+// "gpt, 4 layers, hidden 128, sequence 64" (and ", 4 experts" where it has them).
+std::string model_summary(json const& m) {
+  std::string out = m["architecture"].get<std::string>() + ", " + std::to_string(m["layers"].get<std::size_t>()) +
+                    " layers, hidden " + std::to_string(m["hidden"].get<std::size_t>()) + ", sequence " +
+                    std::to_string(m["sequence"].get<std::size_t>());
+  if (m.contains("experts") && m["experts"].get<std::size_t>() > 0)
+    out += ", " + std::to_string(m["experts"].get<std::size_t>()) + " experts";
+  return out;
+}
+
 bool same_plan(json const& entry, json const& ran) {
   for (auto const& [key, value] : ran.items())
     if (!entry.contains(key) || entry[key] != value) return false;
@@ -161,11 +171,7 @@ std::string plan_page(json document, memory_model const& memory, time_model cons
                             "schedule",    "virtual_stages",
                             "precision",   "recompute",
                             "gradients"};
-  json const& m = document["model"];
-  document["model_summary"] = m["architecture"].get<std::string>() + ", " +
-                              std::to_string(m["layers"].get<std::size_t>()) + " layers, hidden " +
-                              std::to_string(m["hidden"].get<std::size_t>()) + ", sequence " +
-                              std::to_string(m["sequence"].get<std::size_t>());
+  document["model_summary"] = model_summary(document["model"]);
   document["initial"] = 0;
   if (report) {
     json const& ran = report->at("plan");
