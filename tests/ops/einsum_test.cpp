@@ -217,6 +217,54 @@ static_assert(layered_within(2 * 64 * 512).algorithm == product_algorithm::summa
 // one strip in flight, twice as wide (at most 400: each holder's run of
 // 2048 in 6 even strips, as few as strips of 400 would take).
 static_assert(layered_within(64 * 400).strip_buffers == 1 && layered_within(64 * 400).strip == 342);
+// Tiles: where one operand travels and the limit would make strips
+// shallower than a holder's run, strips as deep as the run, the travelling
+// operand's other dimension cut into tiles. At ScaLAPACK's workspace for the
+// benchmark's 2x1 case (n = 1024 in 64 x 64 blocks, 49280 elements): B's
+// columns in 3 tiles of at most 342, blocks 64 deep, double-buffered.
+constexpr mesh_shape column_of_two{{"r", 2}, {"c", 1}};
+constexpr layout block_cyclic{cyclic(64, "r"), cyclic(64, "c")};
+constexpr op_layouts block_cyclic_within(mesh_shape const& mesh, std::uint64_t limit) {
+  compute_cost_model model;
+  model.workspace_limit = limit;
+  bound_layout const bound = bind(mesh, block_cyclic);  // C delivered in it too, as the benchmark asks
+  return plan_product(mesh, parse_contraction("ik,kj->ij"), bound, bound, std::array<std::size_t, 2>{1024, 1024},
+                      std::array<std::size_t, 2>{1024, 1024}, &bound, model);
+}
+constexpr op_layouts at_scalapack_memory = block_cyclic_within(column_of_two, 49280);
+static_assert(at_scalapack_memory.algorithm == product_algorithm::summa);
+static_assert(at_scalapack_memory.strip_tiles == 3 && at_scalapack_memory.strip == 64 &&
+              at_scalapack_memory.strip_buffers == 2 && at_scalapack_memory.workspace == 2 * 342 * 64);
+static_assert(block_cyclic_within(column_of_two, 0).algorithm == product_algorithm::summa &&
+              block_cyclic_within(column_of_two, 0).strip_tiles == 1);
+// Tiles that would read more than the narrower whole strips they replace:
+// none (B's 64 columns in tiles of 22 for strips 512 deep, against whole
+// strips 342 deep: layered_within(64 * 400) above).
+// Both operands travel (a 2 x 2 grid): no tiles, one strip in flight, half a block deep.
+static_assert(block_cyclic_within(grid, 49280).strip_tiles == 1 && block_cyclic_within(grid, 49280).strip == 32);
+
+// tiled_strips's postcondition as a property: within the limit, and as few
+// tiles as fit (one fewer would not).
+constexpr bool tiles_fit_and_fewest(std::size_t max_buffered, std::size_t max_depth, std::uint64_t max_limit,
+                                    std::uint64_t limit_step) {
+  for (std::size_t buffered = 1; buffered <= max_buffered; ++buffered)
+    for (std::size_t depth = 1; depth <= max_depth; ++depth)
+      for (std::uint64_t limit = 1; limit <= max_limit; limit += limit_step) {
+        strip_shape const s = tiled_strips(buffered, depth, limit);
+        if (s.tiles == 0) continue;
+        std::size_t const widest = (buffered + s.tiles - 1) / s.tiles;
+        if (s.width != depth || s.buffers != 2 || 2 * widest * depth > limit) return false;
+        if (s.tiles > 1 && 2 * ((buffered + s.tiles - 2) / (s.tiles - 1)) * depth <= limit) return false;
+        if (s.tiles == 1) return false;  // whole strips fit: no tiles
+      }
+  return true;
+}
+static_assert(tiles_fit_and_fewest(40, 6, 600, 7));
+
+TEST_CASE("tiles fit the limit and are as few as fit", "[ops][einsum]") {
+  CHECK(tiles_fit_and_fewest(300, 40, 30000, 13));
+}
+
 // Small operands gathered whole are cheaper than streaming them: gather.
 static_assert(
     static_product<mesh_shape{{"r", 2}}, "ik,kj->ij", layout{replicated, replicated}, layout{shard("r"), replicated},
@@ -233,19 +281,22 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
   if (ranks % 2 == 0 && ranks > 2) shapes.push_back(mesh_shape{{"r", 1}, {"c", 2}, {"l", ranks / 2}});
   std::vector<layout> const layouts{layout{shard("r"), shard("c")}, layout{cyclic(2, "r"), cyclic(3, "c")},
                                     layout{shard("r", "c"), replicated}, layout{replicated, cyclic(5, "r", "c")}};
-  std::size_t streamed = 0, layered = 0, single = 0;
+  std::size_t streamed = 0, layered = 0, single = 0, tiled = 0;
   for (mesh_shape const& shape : shapes) {
     device_mesh const mesh(MPI_COMM_WORLD, shape);
     // Small limits make these small products stream, in strips of 1 to a few
     // indices; a latency of one element makes strips cheap, and layers pay.
-    std::vector<compute_cost_model> models(4);
+    // 480 elements cut the 40 x 24 x 70 product's strips into tiles of A's rows or B's columns.
+    std::vector<compute_cost_model> models(5);
     models[0].workspace_limit = 1;
     models[1].workspace_limit = 200;
     models[3].latency_elements = 1;
+    models[4].workspace_limit = 480;
     for (compute_cost_model const& model : models) {
       std::uint64_t const limit = model.workspace_limit;
       ops::set_compute_cost_model(mesh, model);
-      for (auto const& [m, k, n] : {std::array<std::size_t, 3>{33, 40, 29}, {9, 120, 7}, {7, 9, 5}, {3, 1, 2}}) {
+      for (auto const& [m, k, n] :
+           {std::array<std::size_t, 3>{33, 40, 29}, {9, 120, 7}, {7, 9, 5}, {3, 1, 2}, {40, 24, 70}}) {
         auto const ga = test::pseudo_random(m * k, 1);
         auto const gb = test::pseudo_random(k * n, 2);
         tensor_index ec{};
@@ -268,6 +319,7 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
             if (plan.algorithm == product_algorithm::gather) continue;
             layered += plan.algorithm == product_algorithm::summa_2_5d ? 1 : 0;
             single += plan.strip_buffers == 1 ? 1 : 0;
+            tiled += plan.strip_tiles > 1 ? 1 : 0;
             REQUIRE(plan.strip >= 1);
             // The strips' buffers, within the bound the plan states (the result is the op's own).
             REQUIRE(leased <= plan.workspace * sizeof(double));
@@ -279,6 +331,7 @@ TEST_CASE("SUMMA: exact over uneven, block and block-cyclic operands, its worksp
   }
   if (ranks > 1) CHECK(streamed > 0);
   if (ranks > 1) CHECK(single > 0);
+  if (ranks > 1) CHECK(tiled > 0);
   if (ranks % 2 == 0 && ranks > 2) CHECK(layered > 0);
 }
 

@@ -14,7 +14,10 @@
 //           rank adds the strip product into C. The same bytes as gather;
 //           two strips of each operand that travels of extra memory
 //           (double-buffered: the next strip travels while this one
-//           multiplies), or one where a tight limit would make two narrow.
+//           multiplies). Where a tight limit would make strips shallower
+//           than a holder's run and one operand travels, its strips are cut
+//           across into tiles instead (as deep, fewer elements each);
+//           otherwise one strip in flight where two would be narrow.
 //   summa_2_5d  SUMMA in layers (2.5-D; Solomonik and Demmel, 2011): where
 //           both operands are replicated over some mesh axes (the layers),
 //           each layer walks every layers-th strip only, and C, partial
@@ -95,12 +98,15 @@ struct strip_walk {
 // reads and writes, narrower ones leave the product bound by memory.
 inline constexpr std::size_t efficient_depth = 256;
 
-// How wide a SUMMA product's strips are, and how many of each operand's
-// are in flight: 2 (the next strip travels while this one multiplies) or 1
-// (received, then multiplied).
+// How wide a SUMMA product's strips are, how many of each operand's are in
+// flight: 2 (the next strip travels while this one multiplies) or 1
+// (received, then multiplied), and into how many tiles the travelling
+// operand's other dimension cuts each strip (its rows of A or columns of
+// B; 1: whole strips).
 struct strip_shape {
   std::size_t width = 1;
   std::size_t buffers = 2;
+  std::size_t tiles = 1;
 };
 
 // The strips of a SUMMA product whose busiest rank receives `buffered`
@@ -127,6 +133,25 @@ struct strip_shape {
   }
   if (s.width == 0) s.width = 1;
   return s;
+}
+
+// Strips `depth` deep (a holder's whole run) of an operand that travels
+// alone, `buffered` elements per index of k, double-buffered within `limit`
+// elements: its other dimension cut into as few tiles as fit. tiles == 0
+// where no limit binds, or not even one index per tile fits.
+// Postcondition (tiles != 0): 2 * ceil(buffered / tiles) * depth <= limit.
+[[nodiscard]] constexpr strip_shape tiled_strips(std::size_t buffered, std::size_t depth, std::uint64_t limit) {
+  std::uint64_t const per_tile = limit / (2 * std::uint64_t{depth > 0 ? depth : 1});  // a tile's elements per index
+  if (limit == 0 || per_tile >= buffered || per_tile == 0) return strip_shape{depth, 2, 0};
+  return strip_shape{depth, 2, static_cast<std::size_t>((buffered + per_tile - 1) / per_tile)};
+}
+
+// Whether a local product k deep and n wide reads less per multiply-add
+// than one k0 deep and n0 wide, of the same rows: each multiply-add reads
+// about 1/k of an element of C and 1/n of one of the strip, so
+// 1/k + 1/n < 1/k0 + 1/n0.
+[[nodiscard]] constexpr bool reads_less(std::uint64_t k, std::uint64_t n, std::uint64_t k0, std::uint64_t n0) {
+  return (k + n) * k0 * n0 < (k0 + n0) * k * n;
 }
 
 }  // namespace shardmesh

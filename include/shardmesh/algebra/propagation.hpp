@@ -46,11 +46,13 @@ struct op_layouts {
   std::uint64_t work = 0;  // the local compute, in the same units (products only)
   fixed_text why;          // when !ok: why no layouts fit
   // Products only: how the layouts run (product_algorithm.hpp), summa's
-  // strip width and strips in flight per operand, and the extra elements
-  // the busiest rank holds meanwhile (the gathered operands, or the strips).
+  // strip width, strips in flight per operand and tiles per strip, and the
+  // extra elements the busiest rank holds meanwhile (the gathered operands,
+  // or the strips).
   product_algorithm algorithm = product_algorithm::gather;
   std::size_t strip = 0;
   std::size_t strip_buffers = 0;
+  std::size_t strip_tiles = 0;
   std::uint64_t workspace = 0;
 };
 
@@ -364,10 +366,24 @@ template <class Rule, class Work>
   std::size_t const rows = local_extent(mesh, a.dims[0], ea[0], busiest);
   std::size_t const cols = local_extent(mesh, b.dims[1], eb[1], busiest);
   std::size_t const buffered = (a_travels ? rows : 0) + (b_travels ? cols : 0);
-  strip_shape const strips = summa_strips(buffered, extent, model.latency_elements, limit);
-  strip_walk const walk = walk_strips(mesh, a.dims[1], b.dims[0], extent, strips.width);
+  strip_shape strips = summa_strips(buffered, extent, model.latency_elements, limit);
+  strip_walk walk = walk_strips(mesh, a.dims[1], b.dims[0], extent, strips.width);
+  // Where one operand travels, tiles of it may keep strips as deep as the
+  // limit would not: taken where the tiles' products read less.
+  if (a_travels != b_travels) {
+    std::size_t const deepest = summa_strips(buffered, extent, model.latency_elements, 0).width;
+    strip_walk const deep = walk_strips(mesh, a.dims[1], b.dims[0], extent, deepest);
+    strip_shape const tiled = tiled_strips(buffered, deep.widest, limit);
+    if (tiled.tiles != 0 &&
+        reads_less(deep.widest, (buffered + tiled.tiles - 1) / tiled.tiles, walk.widest, buffered)) {
+      strips = tiled;
+      walk = deep;
+    }
+  }
   r.strip = walk.widest;
   r.strip_buffers = strips.buffers;
+  r.strip_tiles = strips.tiles;
+  std::size_t const tile = (buffered + strips.tiles - 1) / strips.tiles;  // a buffer's elements per index of k
   // A layer's share of the strips, of their bytes and of the multiply-adds.
   std::size_t const count = layers.empty() ? 1 : group_size(mesh, layers);
   std::uint64_t const share = (walk.count + count - 1) / count;
@@ -375,11 +391,11 @@ template <class Rule, class Work>
   // The gathers' bytes, in one broadcast per strip and operand whose k is sharded.
   std::uint64_t const received = rows * (extent - local_extent(mesh, a.dims[1], extent, busiest)) +
                                  cols * (extent - local_extent(mesh, b.dims[0], extent, busiest));
-  std::uint64_t const messages = share * ((a_travels ? 1U : 0U) + (b_travels ? 1U : 0U));
+  std::uint64_t const messages = share * strips.tiles * ((a_travels ? 1U : 0U) + (b_travels ? 1U : 0U));
   r.cost = scaled(received) + messages * model.latency_elements + result_move;
   r.work = scaled(work);
   r.algorithm = layers.empty() ? product_algorithm::summa : product_algorithm::summa_2_5d;
-  r.workspace = r.strip_buffers * buffered * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
+  r.workspace = r.strip_buffers * tile * r.strip + (r.c != r.out ? largest_shard(mesh, r.c, ec) : 0);
   return r;
 }
 

@@ -244,7 +244,7 @@ dynamic_dtensor<T, result_rank<Spec>(), MemorySpace> einsum(
   if constexpr (RA == 2 && RB == 2 && RC == 2) {
     if (plan.algorithm != product_algorithm::gather) {  // the operands stream as they are
       auto const c = make_like<T, RC, MemorySpace>(a.mesh(), plan.c, global);
-      summa(a, b, c, alpha, plan.strip, plan.strip_buffers, exec);
+      summa(a, b, c, alpha, plan.strip, plan.strip_buffers, plan.strip_tiles, exec);
       return deliver(c, plan, requested, add_to, exec);
     }
   }

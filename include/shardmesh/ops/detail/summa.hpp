@@ -7,7 +7,9 @@
 // Two strips of each operand that travels live in the mesh's workspace, so
 // that the next strip's broadcasts are in flight while this one multiplies
 // (or one, where the plan says a tight limit would make two too narrow);
-// B's holder broadcasts its strip (whole rows) where it lies.
+// B's holder broadcasts its strip (whole rows) where it lies. Where the plan
+// cuts strips into tiles (one operand travels), a step moves and multiplies
+// one tile: the strip's rows of A, or columns of B, in that tile's range.
 
 #include "shardmesh/algebra/axis_groups.hpp"
 #include "shardmesh/algebra/product_algorithm.hpp"
@@ -20,6 +22,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <optional>
@@ -27,8 +30,21 @@
 
 namespace shardmesh::ops::detail {
 
+// A range [from, to) of an operand's other dimension (A's rows, B's columns).
+struct tile_range {
+  std::size_t from = 0;
+  std::size_t to = 0;
+  [[nodiscard]] std::size_t size() const { return to - from; }
+};
+
+// Tile t of `tiles` over `extent` indices: ceil(extent / tiles) each, the last ones shorter or empty.
+[[nodiscard]] inline tile_range tile_of(std::size_t extent, std::size_t tiles, std::size_t t) {
+  std::size_t const each = (extent + tiles - 1) / tiles;
+  return {std::min(t * each, extent), std::min((t + 1) * each, extent)};
+}
+
 // One operand's side of the walk: where its k lies, who broadcasts each
-// strip, and the two strips that may be in flight at once (slots 0 and 1).
+// strip, and the two strips (or tiles) that may be in flight at once (slots 0 and 1).
 template <class T, class MemorySpace>
 class summa_operand {
  public:
@@ -43,57 +59,61 @@ class summa_operand {
   }
 
   [[nodiscard]] bound_dim const& k() const { return k_; }
-  // Elements of a strip's buffer per index of k: 0 where every rank holds all of k.
-  [[nodiscard]] std::size_t buffered() const { return group_ ? x_.local().extent(1 - k_dim_) : 0; }
+  [[nodiscard]] bool travels() const { return group_ != nullptr; }
+  // The extent of its other dimension here (A's rows, B's columns).
+  [[nodiscard]] std::size_t other() const { return x_.local().extent(1 - k_dim_); }
   void use(std::array<strip_view, 2> buffers) { buffers_ = buffers; }
 
-  // Starts moving strip [g, g + len) into `slot` (a broadcast where k is
-  // sharded; nothing where every rank holds all of k). Kernels on exec must
-  // be complete: the slot may have fed the last product.
-  void start(std::size_t g, std::size_t len, std::size_t slot, execution_space_of<MemorySpace> const& exec) {
+  // Starts moving strip [g, g + len) of tile `part` into `slot` (a
+  // broadcast where k is sharded, complete on return if `how` is immediate;
+  // nothing where every rank holds all of k). Kernels on exec must be
+  // complete: the slot may have fed the last product.
+  void start(std::size_t g, std::size_t len, tile_range part, std::size_t slot, completion how,
+             execution_space_of<MemorySpace> const& exec) {
     mesh_shape const& shape = x_.mesh().shape();
     dim_location const at = locate(shape, k_, x_.global_extents()[k_dim_], g);
-    slots_[slot] = {len, at.local, false, std::nullopt};
+    slots_[slot] = {len, at.local, part, false, std::nullopt};
     if (!group_) return;
     mesh_coordinates const mine = coordinates_of(shape, x_.mesh().rank());
     std::size_t const holder = rank_of(shape, moved_to_index(k_, at, mine));
-    slots_[slot].in_place = holder == x_.mesh().rank() && k_dim_ == 0;
+    slots_[slot].in_place = holder == x_.mesh().rank() && k_dim_ == 0 && part.size() == other();
     if (holder == x_.mesh().rank() && !slots_[slot].in_place) pack(slot, exec);
     strip_view const travelling =
-        slots_[slot].in_place
-            ? strip_view(x_.local().data() + at.local * x_.local().extent(1), len * x_.local().extent(1))
-            : strip(slot);
-    slots_[slot].pending.emplace(ibroadcast(*group_, travelling, static_cast<int>(group_position(shape, axes_, holder)),
-                                            completion::deferred, exec));
+        slots_[slot].in_place ? strip_view(x_.local().data() + at.local * other(), len * other()) : strip(slot);
+    slots_[slot].pending.emplace(
+        ibroadcast(*group_, travelling, static_cast<int>(group_position(shape, axes_, holder)), how, exec));
   }
 
   void wait(std::size_t slot) { slots_[slot].pending.reset(); }  // a request waits when it dies
 
-  // Slot's strip as a matrix for the local product: its first element and row stride.
+  // Slot's strip (its tile) as a matrix for the local product: its first element and row stride.
   [[nodiscard]] T const* data(std::size_t slot) const {
-    if (group_ && !slots_[slot].in_place) return buffers_[slot].data();
+    in_flight const& f = slots_[slot];
+    if (group_ && !f.in_place) return buffers_[slot].data();
     auto const& v = x_.local();
-    return k_dim_ == 1 ? v.data() + slots_[slot].local : v.data() + slots_[slot].local * v.extent(1);
+    std::size_t const row = k_dim_ == 1 ? f.part.from : f.local, col = k_dim_ == 1 ? f.local : f.part.from;
+    return v.data() + row * v.extent(1) + col;
   }
   [[nodiscard]] std::ptrdiff_t row_stride(std::size_t slot) const {
-    auto const& v = x_.local();
-    if (k_dim_ == 0) return static_cast<std::ptrdiff_t>(v.extent(1));             // B's strip: whole rows
-    return static_cast<std::ptrdiff_t>(group_ ? slots_[slot].len : v.extent(1));  // A's: len columns of its rows
+    in_flight const& f = slots_[slot];
+    bool const buffered = group_ && !f.in_place;  // packed: the tile's rows of A, or its columns of B
+    return static_cast<std::ptrdiff_t>(buffered ? (k_dim_ == 1 ? f.len : f.part.size()) : x_.local().extent(1));
   }
 
-  // The holder copies its strip into the slot, the strip's rows row-major,
-  // a row per iteration (no division per element).
+  // The holder copies its strip's tile into the slot, row-major, a row per
+  // iteration (no division per element).
   // Public: CUDA's extended lambdas may not live in private member functions.
   void pack(std::size_t slot, execution_space_of<MemorySpace> const& exec) {
     auto const v = x_.local();
     auto const out = strip(slot);
-    std::size_t const local = slots_[slot].local;
-    std::size_t const width = k_dim_ == 1 ? slots_[slot].len : v.extent(1);
+    std::size_t const local = slots_[slot].local, first = slots_[slot].part.from;
     bool const columns = k_dim_ == 1;
+    std::size_t const rows = columns ? slots_[slot].part.size() : slots_[slot].len;
+    std::size_t const width = columns ? slots_[slot].len : slots_[slot].part.size();
     Kokkos::parallel_for(
-        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, out.extent(0) / width),
+        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, rows),
         KOKKOS_LAMBDA(std::size_t row) {
-          T const* const from = columns ? &v(row, local) : &v(local + row, 0);
+          T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
           T* const to = out.data() + row * width;
           for (std::size_t col = 0; col < width; ++col) to[col] = from[col];
         });
@@ -104,13 +124,14 @@ class summa_operand {
   struct in_flight {
     std::size_t len = 0;
     std::size_t local = 0;  // the strip's first index in the holder's shard
-    bool in_place = false;  // B's holder: the strip is its own rows
+    tile_range part;        // the tile of the other dimension it moves
+    bool in_place = false;  // B's holder of whole rows: the strip is its own rows
     std::optional<request> pending;
   };
 
   [[nodiscard]] strip_view strip(std::size_t slot) const {
-    std::size_t const other = x_.local().extent(1 - k_dim_);
-    return Kokkos::subview(buffers_[slot], Kokkos::make_pair(std::size_t{0}, other * slots_[slot].len));
+    return Kokkos::subview(buffers_[slot],
+                           Kokkos::make_pair(std::size_t{0}, slots_[slot].part.size() * slots_[slot].len));
   }
 
   dynamic_dtensor<T, 2, MemorySpace> x_;
@@ -137,19 +158,26 @@ class summa_operand {
   return starts;
 }
 
-// c = alpha a.b by SUMMA in strips of `width`, in layers where c is partial
-// (each layer's sum of its strips' products). Precondition: c is in the
-// layout product_layout gives a and b with k gathered (partial over axes
-// neither uses, for layers), and is a's rows by b's columns on this rank.
+// c = alpha a.b by SUMMA in strips of `width`, each cut into `tiles` of
+// the travelling operand's other dimension (tiles > 1 only where one
+// operand travels), in layers where c is partial (each layer's sum of its
+// strips' products). Precondition: c is in the layout product_layout gives
+// a and b with k gathered (partial over axes neither uses, for layers), and
+// is a's rows by b's columns on this rank.
 template <class T, class MemorySpace>
 void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, MemorySpace> const& b,
            dynamic_dtensor<T, 2, MemorySpace> const& c, accumulation_t<T> alpha, std::size_t width, std::size_t buffers,
-           execution_space_of<MemorySpace> const& exec) {
+           std::size_t tiles, execution_space_of<MemorySpace> const& exec) {
   device_mesh const& mesh = a.mesh();
-  std::size_t const rows = a.local().extent(0), cols = b.local().extent(1), extent = a.global_extents()[1];
+  std::size_t const cols = b.local().extent(1), extent = a.global_extents()[1];
   summa_operand<T, MemorySpace> sa(a, 1);
   summa_operand<T, MemorySpace> sb(b, 0);
-  std::size_t const na = sa.buffered() * width, nb = sb.buffered() * width;
+  // A step's range of each operand's other dimension: tile t where it travels and strips are tiled, else all.
+  auto const range = [tiles](summa_operand<T, MemorySpace> const& x, std::size_t t) {
+    return x.travels() && tiles > 1 ? tile_of(x.other(), tiles, t) : tile_range{0, x.other()};
+  };
+  std::size_t const na = sa.travels() ? range(sa, 0).size() * width : 0;
+  std::size_t const nb = sb.travels() ? range(sb, 0).size() * width : 0;
   bool const overlapped = buffers > 1;  // else one strip per operand: received, then multiplied
   std::size_t const second = overlapped ? 1 : 0;
   auto const buffer = workspace_of<MemorySpace>(mesh).acquire((1 + second) * (na + nb) * sizeof(T));
@@ -165,28 +193,35 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
       strips_walked(mesh, sa.k(), sb.k(), extent, width, shardmesh::detail::normalized(shape, c.bound()).partial_axes);
   if (starts.empty()) Kokkos::deep_copy(exec, c.local(), T(0));
   auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
-  auto const start = [&](std::size_t g, std::size_t slot) {
-    sa.start(g, end_of(g) - g, slot, exec);
-    sb.start(g, end_of(g) - g, slot, exec);
+  std::size_t const steps = starts.size() * tiles;  // step i: strip i / tiles, tile i % tiles
+  // One strip in flight: blocking broadcasts, which nothing could overlap
+  // (and which need no schedule of their own in MPI).
+  completion const how = overlapped ? completion::deferred : completion::immediate;
+  auto const start = [&](std::size_t i, std::size_t slot) {
+    std::size_t const g = starts[i / tiles];
+    sa.start(g, end_of(g) - g, range(sa, i % tiles), slot, how, exec);
+    sb.start(g, end_of(g) - g, range(sb, i % tiles), slot, how, exec);
   };
-  if (!starts.empty()) start(starts[0], 0);
-  for (std::size_t i = 0, slot = 0; i < starts.size(); ++i, slot ^= second) {
+  if (steps > 0) start(0, 0);
+  for (std::size_t i = 0, slot = 0; i < steps; ++i, slot ^= second) {
     if (i > 0 && !overlapped) {
       exec.fence("shardmesh::summa: the last product is done with the strips");
-      start(starts[i], slot);
+      start(i, slot);
     }
-    if (i + 1 < starts.size() && overlapped) {  // the next strip travels while this one multiplies
+    if (i + 1 < steps && overlapped) {  // the next strip travels while this one multiplies
       exec.fence("shardmesh::summa: the other slot's product is done");
-      start(starts[i + 1], slot ^ 1);
+      start(i + 1, slot ^ 1);
     }
     sa.wait(slot);
     sb.wait(slot);
+    tile_range const ra = range(sa, i % tiles), rb = range(sb, i % tiles);
+    std::size_t const g = starts[i / tiles];
     gemm_shape s;
-    s.m = rows;
-    s.n = cols;
-    s.k = end_of(starts[i]) - starts[i];
+    s.m = ra.size();
+    s.n = rb.size();
+    s.k = end_of(g) - g;
     local_gemm(exec, s, alpha, sa.data(slot), gemm_strides{{}, sa.row_stride(slot), 1}, sb.data(slot),
-               gemm_strides{{}, sb.row_stride(slot), 1}, i == 0 ? 0 : 1, c.local().data(),
+               gemm_strides{{}, sb.row_stride(slot), 1}, i < tiles ? 0 : 1, c.local().data() + ra.from * cols + rb.from,
                gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
     shardmesh::progress(mesh);
   }
