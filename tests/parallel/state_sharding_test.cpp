@@ -4,10 +4,12 @@
 // stage's bytes per rank are the table's (uneven extents included).
 #include <shardmesh/algebra/plan_traffic.hpp>
 #include <shardmesh/algebra/shard_geometry.hpp>
+#include <shardmesh/plan/data_parallel_collectives.hpp>
 #include <shardmesh/strategy/state_sharding.hpp>
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,36 @@ bound_layout with_dp(bound_layout l, std::size_t dp) {
   l.dims[0].axes[l.dims[0].count++] = static_cast<unsigned char>(dp);
   return l;
 }
+
+// The collectives each stage adds over dp, as the seeds' table has them:
+// ZeRO-0 all-reduces the gradients; ZeRO-1 also gathers the updated values;
+// ZeRO-2 reduce-scatters instead; ZeRO-3 gathers the parameters ahead of
+// each forward and backward and gathers nothing after the update.
+constexpr bool runs(zero_stage stage, std::initializer_list<parallel::dp_collective> want) {
+  parallel::dp_collectives const got = parallel::data_parallel_collectives(stage);
+  if (got.count != want.size()) return false;
+  std::size_t i = 0;
+  for (parallel::dp_collective const& w : want) {
+    parallel::dp_collective const& g = got.list[i++];
+    if (g.kind != w.kind || g.what != w.what || g.when != w.when) return false;
+  }
+  return true;
+}
+using parallel::collective_kind;
+using parallel::dp_moment;
+using parallel::dp_payload;
+static_assert(runs(zero_stage::none,
+                   {{collective_kind::all_reduce, dp_payload::gradients, dp_moment::after_backward}}));
+static_assert(runs(zero_stage::optimizer_state,
+                   {{collective_kind::all_reduce, dp_payload::gradients, dp_moment::after_backward},
+                    {collective_kind::all_gather, dp_payload::updated_parameters, dp_moment::after_backward}}));
+static_assert(runs(zero_stage::gradients,
+                   {{collective_kind::reduce_scatter, dp_payload::gradients, dp_moment::after_backward},
+                    {collective_kind::all_gather, dp_payload::updated_parameters, dp_moment::after_backward}}));
+static_assert(runs(zero_stage::parameters,
+                   {{collective_kind::all_gather, dp_payload::parameters, dp_moment::before_forward},
+                    {collective_kind::all_gather, dp_payload::parameters, dp_moment::before_backward},
+                    {collective_kind::reduce_scatter, dp_payload::gradients, dp_moment::after_backward}}));
 
 }  // namespace
 

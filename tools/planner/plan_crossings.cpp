@@ -1,6 +1,7 @@
 #include "plan_crossings.hpp"
 
 #include <shardmesh/plan/communication_model.hpp>
+#include <shardmesh/plan/data_parallel_collectives.hpp>
 #include <shardmesh/plan/hardware_model.hpp>
 
 #include <cmath>
@@ -80,43 +81,21 @@ std::vector<crossing> crossings_of(memory_model const& memory, training_plan con
     if (plan.dp > 1 && !st.parameters.empty()) {
       std::size_t elements = 0;
       for (parameter_spec const& p : st.parameters) elements += local_elements(mesh, p.placement, p.extents, 0);
-      bool const scatter = plan.zero >= zero_stage::gradients;
-      if (plan.zero == zero_stage::parameters)  // gathered before each forward and each backward
-        for (bool in_backward : {false, true})
-          out.push_back({i,
-                         "parameters",
-                         std::string(phase_of(in_backward)),
-                         "all_gather",
-                         "dp",
-                         plan.dp,
-                         m,
-                         elements * bytes.value * m,
-                         {},
-                         "",
-                         ""});
-      out.push_back({i,
-                     "gradients",
-                     "after backward",
-                     scatter ? "reduce_scatter" : "all_reduce",
-                     "dp",
-                     plan.dp,
-                     1,
-                     elements * bytes.gradient,
-                     {},
-                     "",
-                     ""});
-      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)
+      for (dp_collective const& c : data_parallel_collectives(plan.zero)) {
+        std::size_t const calls = c.per_micro_batch() ? m : 1;
+        std::size_t const each = c.what == dp_payload::gradients ? bytes.gradient : bytes.value;
         out.push_back({i,
-                       "updated parameters",
-                       "after backward",
-                       "all_gather",
+                       std::string(to_string(c.what)),
+                       std::string(to_string(c.when)),
+                       std::string(to_string(c.kind)),
                        "dp",
                        plan.dp,
-                       1,
-                       elements * bytes.value,
+                       calls,
+                       elements * each * calls,
                        {},
                        "",
                        ""});
+      }
     }
   }
   return out;

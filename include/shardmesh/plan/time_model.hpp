@@ -42,6 +42,7 @@
 
 #include "shardmesh/errors.hpp"
 #include "shardmesh/plan/communication_model.hpp"
+#include "shardmesh/plan/data_parallel_collectives.hpp"
 #include "shardmesh/plan/hardware_model.hpp"
 #include "shardmesh/plan/memory_model.hpp"
 #include "shardmesh/plan/training_plan.hpp"
@@ -243,20 +244,18 @@ class time_model {
     double const buckets = plan.zero == zero_stage::parameters
                                ? static_cast<double>(stages_with_parameters(plan, s))
                                : std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(bucket_bytes)));
-    bool const scatter = plan.zero >= zero_stage::gradients;
     auto const per_bucket = [&](collective_kind kind, bool deferred, double total) {
       return buckets * (hardware_.collective_seconds(kind, plan.dp, total / buckets, dp_stride(plan), deferred) +
                         hardware_.sync_overhead);
     };
     after_backward out;
-    if (plan.dp > 1) {
-      out.reduction =
-          per_bucket(scatter ? collective_kind::reduce_scatter : collective_kind::all_reduce, true, gradient_bytes);
-      if (plan.zero == zero_stage::optimizer_state || plan.zero == zero_stage::gradients)  // the values, not gradients
-        out.update_gather =
-            per_bucket(collective_kind::all_gather, false,
-                       gradient_bytes * static_cast<double>(bytes.value) / static_cast<double>(bytes.gradient));
-    }
+    if (plan.dp > 1)
+      for (dp_collective const& c : data_parallel_collectives(plan.zero)) {
+        if (c.what == dp_payload::gradients) out.reduction = per_bucket(c.kind, true, gradient_bytes);
+        if (c.what == dp_payload::updated_parameters)  // the values, not gradients
+          out.update_gather = per_bucket(
+              c.kind, false, gradient_bytes * static_cast<double>(bytes.value) / static_cast<double>(bytes.gradient));
+      }
     std::size_t const tensors = std::max<std::size_t>(state_tensors, 1) + (bytes.master ? 1 : 0);
     double const elements = static_cast<double>(m.optimizer_state) / static_cast<double>(tensors * bytes.state);
     out.update = sharing * hardware_.kernel_seconds({kernel_kind::adamw, elements}, bytes.state);
@@ -333,8 +332,9 @@ class time_model {
 
   // ZeRO-3's all-gathers of stage st's parameters, before its F and before its I: seconds of both.
   [[nodiscard]] double parameter_gather(training_plan const& plan, std::size_t st, std::size_t element_bytes) const {
-    if (plan.zero != zero_stage::parameters) return 0;
-    return 2 * gathers(plan, st, element_bytes, true);  // started ahead, waited for before use
+    double ahead = 0;
+    for (dp_collective const& c : data_parallel_collectives(plan.zero)) ahead += c.per_micro_batch() ? 1 : 0;
+    return ahead == 0 ? 0 : ahead * gathers(plan, st, element_bytes, true);  // started ahead, waited for before use
   }
 
   // One all-gather on dp of stage st's parameters (their tp shards), all

@@ -194,8 +194,7 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
   if (starts.empty()) Kokkos::deep_copy(exec, c.local(), T(0));
   auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
   std::size_t const steps = starts.size() * tiles;  // step i: strip i / tiles, tile i % tiles
-  // One strip in flight: blocking broadcasts, which nothing could overlap
-  // (and which need no schedule of their own in MPI).
+  // One strip in flight: blocking broadcasts, as nothing could overlap them.
   completion const how = overlapped ? completion::deferred : completion::immediate;
   auto const start = [&](std::size_t i, std::size_t slot) {
     std::size_t const g = starts[i / tiles];
