@@ -73,8 +73,7 @@ std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<Memory
 // An all_to_all or all_to_all_v step: the piece this rank keeps copied, the
 // rest packed unless it lies in place, exchanged, and unpacked once done
 // unless it was received in place. On host memory MPI's datatypes move the
-// pieces between the shards instead (the kept piece is copied once the
-// exchange is done: a staged output is copied back whole).
+// pieces between the shards instead, the kept piece among them.
 template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
 step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& group, Prepared const& p,
                                 workspace<MemorySpace>& pool, Kokkos::View<T*, MemorySpace> in,
@@ -87,7 +86,7 @@ step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& 
     exec.fence("shardmesh::redistribute");
     return {iall_to_all_w(group, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
                           p->receives.total, when, exec),
-            keep_own};
+            [] {}};
   }
   keep_own();
   std::shared_ptr<typename workspace<MemorySpace>::lease> send_buffer, recv_buffer;
