@@ -84,6 +84,7 @@ int main(int argc, char* argv[]) {
                     to_string(mesh.shape()).chars);
         std::printf("algorithm: %s", std::string(to_string(plan.algorithm)).c_str());
         if (plan.algorithm != product_algorithm::gather) std::printf(" in strips of %zu", plan.strip);
+        if (plan.strip_tiles > 1) std::printf(", each in %zu tiles", plan.strip_tiles);
         std::printf("; result %s\n", c.notation().c_str());
         std::printf("workspace: %zu B planned, %zu B taken on rank 0 (beside %zu B of operand shards)\n",
                     static_cast<std::size_t>(plan.workspace * sizeof(double)), workspace,
