@@ -193,11 +193,11 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
         p.recv_types = member_datatypes(receives, recv_piece, false, element_bytes);
         // The piece kept moves in the same call, MPI copying it from shard
         // to shard as a hand-written MPI_Alltoallw does, not by a kernel after.
-        for (std::size_t i = 0; i < n && kept != 0; ++i)
-          if (member(i) == me) {
-            p.send_types[i] = piece_datatype(own, 0, true, element_bytes);
-            p.recv_types[i] = piece_datatype(own, 0, false, element_bytes);
-          }
+        if (kept != 0) {
+          std::size_t const mine = group_position(shape, s.axes, me);
+          p.send_types[mine] = piece_datatype(own, 0, true, element_bytes);
+          p.recv_types[mine] = piece_datatype(own, 0, false, element_bytes);
+        }
       } else {
         p.own = device_pieces<MemorySpace>(own, exec);
       }
