@@ -29,6 +29,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -56,10 +57,18 @@ namespace shardmesh::detail {
 class operation_scope {
  public:
   template <class Describe>
+    requires std::invocable<Describe>
   explicit operation_scope(Describe&& describe) {
     if (!collectives_debugged()) return;
     text_ = describe();
     previous_ = std::exchange(current(), &text_);
+    active_ = true;
+  }
+  // An operation that runs on over several calls (a redistribution's
+  // steps), named by text its owner keeps.
+  explicit operation_scope(std::string const* kept) {
+    if (!collectives_debugged()) return;
+    previous_ = std::exchange(current(), kept);
     active_ = true;
   }
   operation_scope(operation_scope const&) = delete;

@@ -147,8 +147,9 @@ class redistribution {
         source_(x.local()),
         current_(flatten(x.local())) {
     if (into != nullptr) require_held("redistribute", *into);
-    detail::operation_scope const scope(
-        [&] { return "redistribute " + x.notation() + " -> " + std::string(to_string(to).view()); });
+    if (detail::collectives_debugged())
+      description_ = "redistribute " + x.notation() + " -> " + std::string(to_string(to).view());
+    detail::operation_scope const scope(&description_);
     if (checked == detail::agreement::check) detail::agree_on_transition(x, to, into, exec);
     plan_ = mesh_.plan(x.bound(), bind(mesh_.shape(), to));
     if (into != nullptr) result_ = into->local();
@@ -164,6 +165,7 @@ class redistribution {
 
   // Advances without blocking; true once the result is ready.
   bool test() {
+    detail::operation_scope const scope(&description_);
     while (op_) {
       if (!op_->pending.test()) return false;
       finish_step();
@@ -172,6 +174,7 @@ class redistribution {
   }
 
   void wait() {
+    detail::operation_scope const scope(&description_);
     while (op_) {
       op_->pending.wait();
       finish_step();
@@ -247,6 +250,9 @@ class redistribution {
   std::shared_ptr<redistribution_plan const> plan_;
   std::size_t next_ = 0;
   std::optional<detail::step_operation> op_;
+  // In debug mode, the operation its collectives' fingerprints name, for
+  // the steps that start from test() or wait() as for those started here.
+  std::string description_;
 };
 
 // What redistributing a tensor moves, known before it runs.
