@@ -31,6 +31,7 @@
 #include "shardmesh/comm/collective_debug.hpp"
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/counters.hpp"
+#include "shardmesh/comm/node_window.hpp"
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"

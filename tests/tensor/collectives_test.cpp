@@ -7,6 +7,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -121,6 +122,62 @@ TEST_CASE("the reduce-scatter algorithm is measured once and chosen alike on eve
   CHECK(tuning.reduce_scatter<float, Kokkos::HostSpace>(group, counts, {}) == chosen);  // remembered
   tuning.prefer(reduce_scatter_algorithm::ring);
   CHECK(tuning.reduce_scatter<float, Kokkos::HostSpace>(group, counts, {}) == reduce_scatter_algorithm::ring);
+}
+
+TEST_CASE("a node window: every rank reads what the others wrote, in segments as large as any asked", "[comm]") {
+  world w;
+  node_window window(w.comm);
+  if (!window.node_local()) SKIP("the ranks span nodes");
+  for (std::size_t round = 0; round < 3; ++round) {
+    // Sizes differ by rank and grow by round; each round overwrites the
+    // last, which acquire() allows only once every rank has read it.
+    auto const length = [&](std::size_t rank) { return 100 * (round + 1) * (round + 1) + rank; };
+    std::byte* const mine = window.acquire(length(w.rank) * sizeof(long));
+    CHECK(window.capacity() >= length(w.size - 1) * sizeof(long));
+    for (std::size_t i = 0; i < length(w.rank); ++i) {
+      long const v = value(w.rank, i + round);
+      std::memcpy(mine + i * sizeof(long), &v, sizeof(long));
+    }
+    window.publish();
+    for (std::size_t q = 0; q < w.size; ++q)
+      for (std::size_t i = 0; i < length(q); ++i) {
+        long v = 0;
+        std::memcpy(&v, window.segment(static_cast<int>(q)) + i * sizeof(long), sizeof(long));
+        REQUIRE(v == value(q, i + round));
+      }
+  }
+}
+
+TEST_CASE("the strided all-to-all is measured once, chosen alike on every rank, its window recorded", "[comm]") {
+  device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"x", dynamic_extent}});
+  if (mesh.size() == 1) return;  // nothing moves
+  auto& tuning = mesh.state<collective_tuning>();
+  std::size_t const n = 4 * mesh.size();
+  auto const x = full<double, Kokkos::HostSpace>(mesh, layout{replicated, shard("x"), replicated}, {n, n, n}, 2.0);
+  layout const pencils{replicated, replicated, shard("x")};
+  mesh.counters().reset();
+  auto const y = redistribute(x, pencils);          // measures, then runs as chosen
+  CHECK(mesh.counters()["all_to_all"].calls == 1);  // the measurement on a communicator of its own
+  communicator const& group = mesh.group(axis_set::of(0));
+  bool ran = false;
+  auto const chosen = tuning.strided_all_to_all(group, n * n * n * sizeof(double),
+                                                [&](strided_all_to_all_algorithm, communicator const&) { ran = true; });
+  CHECK_FALSE(ran);  // remembered
+  int mine = static_cast<int>(chosen), lowest = 0, highest = 0;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lowest == highest);
+  CHECK(chosen != strided_all_to_all_algorithm::automatic);
+  // Forced through the window: the same result, and the window is workspace.
+  tuning.prefer(strided_all_to_all_algorithm::node_window);
+  std::size_t const before = mesh.ledger().current(memory_category::workspace);
+  auto const z = redistribute(x, pencils);
+  std::size_t const sent = x.local().size() - x.local().size() / mesh.size();
+  if (mesh.state<shardmesh::detail::node_windows>().of(group, axis_set::of(0)) != nullptr) {
+    std::size_t const window_before = chosen == strided_all_to_all_algorithm::node_window ? 0 : before;
+    CHECK(mesh.ledger().current(memory_category::workspace) >= window_before + sent * sizeof(double));
+  }
+  for (std::size_t i = 0; i < z.local().size(); ++i) REQUIRE(z.local().data()[i] == 2.0);
 }
 
 TEST_CASE("all_reduce", "[comm]") {

@@ -15,12 +15,15 @@ using namespace shardmesh;
 namespace {
 
 template <std::size_t Rank>
-std::size_t check_sample(std::size_t pairs) {
+std::size_t check_sample(std::size_t pairs,
+                         strided_all_to_all_algorithm algorithm = strided_all_to_all_algorithm::automatic) {
   std::size_t const ranks = static_cast<std::size_t>(test::world_size());
   std::size_t checked = 0;
   std::size_t index = 0;
   for (mesh_shape const& shape : test::meshes_of(ranks)) {
     device_mesh const mesh(MPI_COMM_WORLD, shape);
+    mesh.state<collective_tuning>().prefer(algorithm);
+    INFO("strided all-to-alls: " << static_cast<int>(algorithm));
     auto const layouts = test::all_layouts(shape, Rank, {.partial = {reduce_op::sum}, .cyclic = {2}});
     std::size_t const stride = std::max<std::size_t>(1, layouts.size() * layouts.size() / pairs);
     for (auto const& from : layouts)
@@ -38,6 +41,13 @@ std::size_t check_sample(std::size_t pairs) {
 }  // namespace
 
 TEST_CASE("rank-3 tensors redistribute exactly", "[tensor][rank3]") { CHECK(check_sample<3>(600) > 0); }
+
+// Pieces strided on both sides go through MPI_Alltoallw or a node window,
+// as measured: each forced on its own.
+TEST_CASE("rank-3 tensors redistribute exactly through datatypes and through node windows", "[tensor][rank3]") {
+  CHECK(check_sample<3>(200, strided_all_to_all_algorithm::datatypes) > 0);
+  CHECK(check_sample<3>(200, strided_all_to_all_algorithm::node_window) > 0);
+}
 
 TEST_CASE("rank-4 tensors redistribute exactly", "[tensor][rank4]") { CHECK(check_sample<4>(300) > 0); }
 

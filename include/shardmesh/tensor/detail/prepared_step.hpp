@@ -45,8 +45,13 @@ struct prepared_step {
   bool keeps_data = false;            // to_partial: this rank keeps the values, the others hold the identity
   // All-to-all on host memory where both sides would pack
   // (packs_both_sides): each member's piece in the input shard and in the
-  // output shard (an empty type: nothing moves).
+  // output shard (an empty type: nothing moves) for MPI_Alltoallw, and for
+  // an exchange through a node window (node_exchange.hpp) where each
+  // member's piece starts among the packed sends, and what comes from each
+  // member on its own, packed from 0.
   std::vector<mpi_datatype> send_types, recv_types;
+  std::vector<std::size_t> packed_send_offsets;
+  std::vector<device_pieces<MemorySpace>> receives_from;
 };
 
 // Where each member's block starts: in the shard at the pieces' offsets
@@ -198,9 +203,16 @@ prepared_step<MemorySpace> prepare(mesh_shape const& shape, std::size_t me, plan
           p.send_types[mine] = piece_datatype(own, 0, true, element_bytes);
           p.recv_types[mine] = piece_datatype(own, 0, false, element_bytes);
         }
-      } else {
-        p.own = device_pieces<MemorySpace>(own, exec);
+        p.packed_send_offsets = member_offsets(sends, send_piece, std::nullopt);
+        p.receives_from.resize(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (recv_piece[i] == npos) continue;
+          piece_set from;
+          from.add(shape, s.before, member(i), s.after, me, global);
+          p.receives_from[i] = device_pieces<MemorySpace>(from, exec);
+        }
       }
+      p.own = device_pieces<MemorySpace>(own, exec);
       p.sends = device_pieces<MemorySpace>(sends, exec);
       p.receives = device_pieces<MemorySpace>(receives, exec);
       break;

@@ -13,8 +13,10 @@
 #include "shardmesh/comm/point_to_point.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/request.hpp"
+#include "shardmesh/runtime/collective_tuning.hpp"
 #include "shardmesh/runtime/device_mesh.hpp"
 #include "shardmesh/runtime/workspace.hpp"
+#include "shardmesh/tensor/detail/node_exchange.hpp"
 #include "shardmesh/tensor/detail/pieces.hpp"
 #include "shardmesh/tensor/detail/prepared_step.hpp"
 
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -70,13 +73,49 @@ std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<Memory
   };
 }
 
+// Where the pieces of an all-to-all on host memory are strided on both
+// sides and the group shares a node: whether this mesh runs it through a
+// node window, measured against MPI_Alltoallw the first time its size comes
+// (runtime/collective_tuning.hpp), and if so runs it. `bytes`: the tensor's.
+template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
+bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, communicator const& group,
+                        Prepared const& p, std::size_t bytes, Kokkos::View<T*, MemorySpace> in,
+                        Kokkos::View<T*, MemorySpace> out) {
+  if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace> &&
+                std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>) {
+    auto& windows = mesh.state<node_windows>();
+    node_window* const window = windows.of(group, p->group_axes);
+    if (window == nullptr) return false;
+    std::optional<node_window> trial;  // the measurement's, on its copy of group
+    auto const run = [&](strided_all_to_all_algorithm a, communicator const& comm) {
+      if (a == strided_all_to_all_algorithm::datatypes) {
+        iall_to_all_w(comm, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
+                      p->receives.total, completion::immediate, exec)
+            .wait();
+        return;
+      }
+      if (!trial) trial.emplace(comm);
+      node_all_to_all(exec, comm, *trial, *p, in, out);
+    };
+    if (mesh.state<collective_tuning>().strided_all_to_all(group, bytes, run) !=
+        strided_all_to_all_algorithm::node_window)
+      return false;
+    node_all_to_all(exec, group, *window, *p, in, out);
+    windows.record(p->group_axes);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // An all_to_all or all_to_all_v step: the piece this rank keeps copied, the
 // rest packed unless it lies in place, exchanged, and unpacked once done
-// unless it was received in place. On host memory MPI's datatypes move the
-// pieces between the shards instead, the kept piece among them.
+// unless it was received in place. On host memory where both sides would
+// pack, MPI's datatypes move the pieces between the shards instead, the
+// kept piece among them, or a node window does (ran_in_node_window).
 template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
-step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& group, Prepared const& p,
-                                workspace<MemorySpace>& pool, Kokkos::View<T*, MemorySpace> in,
+step_operation start_all_to_all(ExecutionSpace const& exec, device_mesh const& mesh, communicator const& group,
+                                Prepared const& p, std::size_t bytes, Kokkos::View<T*, MemorySpace> in,
                                 Kokkos::View<T*, MemorySpace> out, completion when) {
   using view = Kokkos::View<T*, MemorySpace>;
   auto const keep_own = [exec, p, in, out] {
@@ -84,11 +123,13 @@ step_operation start_all_to_all(ExecutionSpace const& exec, communicator const& 
   };
   if (!p->send_types.empty()) {
     exec.fence("shardmesh::redistribute");
+    if (ran_in_node_window(exec, mesh, group, p, bytes, in, out)) return {};
     return {iall_to_all_w(group, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
                           p->receives.total, when, exec),
             [] {}};
   }
   keep_own();
+  auto& pool = workspace_of<MemorySpace>(mesh);
   std::shared_ptr<typename workspace<MemorySpace>::lease> send_buffer, recv_buffer;
   view send = in;
   view recv = out;
@@ -175,7 +216,11 @@ step_operation start_step(ExecutionSpace const& exec, device_mesh const& mesh, p
       return {scatter(packed), [send] {}};
     }
     case step_kind::all_to_all:
-    case step_kind::all_to_all_v: return start_all_to_all(exec, group(), p, pool, in, out, when);
+    case step_kind::all_to_all_v: {
+      std::size_t elements = 1;
+      for (std::size_t d = 0; d < s.before.rank; ++d) elements *= global[d];
+      return start_all_to_all(exec, mesh, group(), p, elements * sizeof(T), in, out, when);
+    }
   }
   return {};
 }
