@@ -3,7 +3,8 @@
 // side in one run:
 //
 //   pencil/<P>/<n>/contiguous/shardmesh  [S(x),R,R] -> [R,S(x),R]: each rank
-//       sends runs of b n elements and receives whole blocks
+//       sends runs of b n elements and receives whole blocks (through a
+//       redistributor, as below; MPI_Alltoallv, nothing to choose)
 //   pencil/<P>/<n>/strided/<impl>  [R,S(x),R] -> [R,R,S(x)]: the same bytes,
 //       in runs of b elements on both sides (the innermost dimension is cut)
 //         shardmesh    a redistributor (what a time loop runs: checked

@@ -151,6 +151,9 @@ TEST_CASE("a node window: every rank reads what the others wrote, in segments as
 TEST_CASE("the strided all-to-all is measured once, chosen alike on every rank, its window recorded", "[comm]") {
   device_mesh const mesh(MPI_COMM_WORLD, mesh_shape{{"x", dynamic_extent}});
   if (mesh.size() == 1) return;  // nothing moves
+  communicator const& group = mesh.group(axis_set::of(0));
+  if (mesh.state<shardmesh::detail::node_windows>().of(group, axis_set::of(0)) == nullptr)
+    SKIP("the ranks span nodes: MPI_Alltoallw, nothing measured");
   auto& tuning = mesh.state<collective_tuning>();
   std::size_t const n = 4 * mesh.size();
   auto const x = full<double, Kokkos::HostSpace>(mesh, layout{replicated, shard("x"), replicated}, {n, n, n}, 2.0);
@@ -158,7 +161,6 @@ TEST_CASE("the strided all-to-all is measured once, chosen alike on every rank, 
   mesh.counters().reset();
   auto const y = redistribute(x, pencils);          // measures, then runs as chosen
   CHECK(mesh.counters()["all_to_all"].calls == 1);  // the measurement on a communicator of its own
-  communicator const& group = mesh.group(axis_set::of(0));
   bool ran = false;
   auto const chosen = tuning.strided_all_to_all(group, n * n * n * sizeof(double),
                                                 [&](strided_all_to_all_algorithm, communicator const&) { ran = true; });
@@ -173,11 +175,23 @@ TEST_CASE("the strided all-to-all is measured once, chosen alike on every rank, 
   std::size_t const before = mesh.ledger().current(memory_category::workspace);
   auto const z = redistribute(x, pencils);
   std::size_t const sent = x.local().size() - x.local().size() / mesh.size();
-  if (mesh.state<shardmesh::detail::node_windows>().of(group, axis_set::of(0)) != nullptr) {
-    std::size_t const window_before = chosen == strided_all_to_all_algorithm::node_window ? 0 : before;
-    CHECK(mesh.ledger().current(memory_category::workspace) >= window_before + sent * sizeof(double));
-  }
+  std::size_t const window_before = chosen == strided_all_to_all_algorithm::node_window ? 0 : before;
+  CHECK(mesh.ledger().current(memory_category::workspace) >= window_before + sent * sizeof(double));
   for (std::size_t i = 0; i < z.local().size(); ++i) REQUIRE(z.local().data()[i] == 2.0);
+
+  // An asynchronous redistribution never takes the window (its exchange
+  // blocks, and test() must not): MPI's non-blocking call moves it.
+  device_mesh const fresh(MPI_COMM_WORLD, mesh_shape{{"x", dynamic_extent}});
+  fresh.state<collective_tuning>().prefer(strided_all_to_all_algorithm::node_window);
+  auto& windows = fresh.state<shardmesh::detail::node_windows>();
+  auto const on_fresh =
+      full<double, Kokkos::HostSpace>(fresh, layout{replicated, shard("x"), replicated}, {n, n, n}, 3.0);
+  auto const async = redistribute_async(on_fresh, pencils).get();
+  CHECK(windows.bytes() == 0);
+  auto const blocking = redistribute(on_fresh, pencils);
+  CHECK(windows.bytes() >= sent * sizeof(double));
+  for (std::size_t i = 0; i < async.local().size(); ++i) REQUIRE(async.local().data()[i] == 3.0);
+  for (std::size_t i = 0; i < blocking.local().size(); ++i) REQUIRE(blocking.local().data()[i] == 3.0);
 }
 
 TEST_CASE("all_reduce", "[comm]") {

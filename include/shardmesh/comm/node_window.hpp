@@ -29,8 +29,8 @@ class node_window {
   // Collective over comm: finds whether its ranks share one node (the same
   // answer on every rank, since a communicator spanning nodes is larger than
   // each rank's node-local part of it).
-  explicit node_window(communicator const& comm) : comm_(comm.get()) {
-    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+  explicit node_window(communicator const& comm) {
+    MPI_Comm_split_type(comm.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
     int node_size = 0;
     MPI_Comm_size(node_, &node_size);
     if (node_size != comm.size()) MPI_Comm_free(&node_);
@@ -55,10 +55,12 @@ class node_window {
   // segments of the exchange before.
   [[nodiscard]] std::byte* acquire(std::size_t bytes) {
     auto need = static_cast<std::uint64_t>(bytes);
+    if (window_ != MPI_WIN_NULL) MPI_Win_sync(window_);  // the peers' reads before our next writes
     {
       detail::blocked_in const waiting("node_window");
-      MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UINT64_T, MPI_MAX, comm_);
+      MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UINT64_T, MPI_MAX, node_);
     }
+    if (window_ != MPI_WIN_NULL) MPI_Win_sync(window_);
     if (need > capacity_) grow(need);
     return segments_[static_cast<std::size_t>(rank())];
   }
@@ -69,7 +71,7 @@ class node_window {
     MPI_Win_sync(window_);
     {
       detail::blocked_in const waiting("node_window");
-      MPI_Barrier(comm_);
+      MPI_Barrier(node_);
     }
     MPI_Win_sync(window_);
   }
@@ -82,7 +84,7 @@ class node_window {
  private:
   [[nodiscard]] int rank() const {
     int r = 0;
-    MPI_Comm_rank(comm_, &r);
+    MPI_Comm_rank(node_, &r);
     return r;
   }
 
@@ -117,8 +119,7 @@ class node_window {
     capacity_ = 0;
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // borrowed: the communicator outlives the window
-  MPI_Comm node_ = MPI_COMM_NULL;  // comm's ranks, in its order, where they share a node
+  MPI_Comm node_ = MPI_COMM_NULL;  // the communicator's ranks, in its order, where they share a node
   MPI_Win window_ = MPI_WIN_NULL;
   std::size_t capacity_ = 0;
   std::vector<std::byte*> segments_;

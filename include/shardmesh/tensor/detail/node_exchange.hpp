@@ -82,6 +82,14 @@ class node_windows {
     return it->second->window.node_local() ? &it->second->window : nullptr;
   }
 
+  // Bytes of every window's segment on this rank.
+  [[nodiscard]] std::size_t bytes() {
+    std::lock_guard lock(mutex_);
+    std::size_t total = 0;
+    for (auto const& [axes, r] : windows_) total += r->window.capacity();
+    return total;
+  }
+
   // Records the window of the group over `axes` at its size now (after an exchange grew it).
   void record(axis_set axes) {
     std::lock_guard lock(mutex_);

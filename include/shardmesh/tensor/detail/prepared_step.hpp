@@ -3,7 +3,8 @@
 // global extents, and cached in the mesh: the pieces it packs, unpacks or
 // copies (uploaded to the device), the counts and offsets of its collective,
 // whether it can send from or receive into the shards directly, and, for
-// an all-to-all on host memory, MPI datatypes that move the pieces in place.
+// an all-to-all on host memory, MPI datatypes that move the pieces in place
+// and what an exchange through a node window needs (node_exchange.hpp).
 // Repeated redistributions (a training loop) then only launch kernels and
 // collectives. All of it is a function of the mesh, the rank and the key.
 

@@ -73,10 +73,11 @@ std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<Memory
   };
 }
 
-// Where the pieces of an all-to-all on host memory are strided on both
-// sides and the group shares a node: whether this mesh runs it through a
-// node window, measured against MPI_Alltoallw the first time its size comes
-// (runtime/collective_tuning.hpp), and if so runs it. `bytes`: the tensor's.
+// Where the pieces of a blocking all-to-all on host memory are strided on
+// both sides and the group shares a node: whether this mesh runs it through
+// a node window, measured against MPI_Alltoallw the first time its size
+// comes (runtime/collective_tuning.hpp), and if so runs it. `bytes`: the
+// tensor's.
 template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
 bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, communicator const& group,
                         Prepared const& p, std::size_t bytes, Kokkos::View<T*, MemorySpace> in,
@@ -86,7 +87,8 @@ bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, com
     auto& windows = mesh.state<node_windows>();
     node_window* const window = windows.of(group, p->group_axes);
     if (window == nullptr) return false;
-    std::optional<node_window> trial;  // the measurement's, on its copy of group
+    std::optional<node_window> trial;  // the measurement's, on its copy of group, recorded while it lives
+    ledger_entry trial_recorded;
     auto const run = [&](strided_all_to_all_algorithm a, communicator const& comm) {
       if (a == strided_all_to_all_algorithm::datatypes) {
         iall_to_all_w(comm, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
@@ -96,10 +98,13 @@ bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, com
       }
       if (!trial) trial.emplace(comm);
       node_all_to_all(exec, comm, *trial, *p, in, out);
+      if (trial_recorded.bytes() != trial->capacity())
+        trial_recorded = mesh.track(memory_category::workspace, trial->capacity());
     };
-    if (mesh.state<collective_tuning>().strided_all_to_all(group, bytes, run) !=
-        strided_all_to_all_algorithm::node_window)
-      return false;
+    auto const chosen = mesh.state<collective_tuning>().strided_all_to_all(group, bytes, run);
+    trial.reset();  // collective: every rank measured, or none did
+    trial_recorded = {};
+    if (chosen != strided_all_to_all_algorithm::node_window) return false;
     node_all_to_all(exec, group, *window, *p, in, out);
     windows.record(p->group_axes);
     return true;
@@ -112,7 +117,8 @@ bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, com
 // rest packed unless it lies in place, exchanged, and unpacked once done
 // unless it was received in place. On host memory where both sides would
 // pack, MPI's datatypes move the pieces between the shards instead, the
-// kept piece among them, or a node window does (ran_in_node_window).
+// kept piece among them, or, for a blocking step, a node window may
+// (ran_in_node_window).
 template <class ExecutionSpace, class T, class MemorySpace, class Prepared>
 step_operation start_all_to_all(ExecutionSpace const& exec, device_mesh const& mesh, communicator const& group,
                                 Prepared const& p, std::size_t bytes, Kokkos::View<T*, MemorySpace> in,
@@ -123,7 +129,9 @@ step_operation start_all_to_all(ExecutionSpace const& exec, device_mesh const& m
   };
   if (!p->send_types.empty()) {
     exec.fence("shardmesh::redistribute");
-    if (ran_in_node_window(exec, mesh, group, p, bytes, in, out)) return {};
+    // The window's exchange blocks: asynchronous redistributions, whose
+    // test() must never wait on a peer, keep MPI's non-blocking call.
+    if (when == completion::immediate && ran_in_node_window(exec, mesh, group, p, bytes, in, out)) return {};
     return {iall_to_all_w(group, in, handles_of(p->send_types), p->sends.total, out, handles_of(p->recv_types),
                           p->receives.total, when, exec),
             [] {}};
