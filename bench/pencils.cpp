@@ -11,8 +11,11 @@
 //                      once on every rank, then only the plan's kernels and
 //                      collectives) into the output's memory, by
 //                      MPI_Alltoallw on datatypes or through a node window
-//                      as the mesh measured faster on its first call
-//         shardmesh_datatypes, shardmesh_node_window  each forced
+//                      (either stores) as the mesh measured faster on its
+//                      first call
+//         shardmesh_datatypes, shardmesh_node_window,
+//         shardmesh_node_window_streaming  each forced (the window's copies
+//                      storing through the cache, or streaming past it)
 //         alltoallw    by hand with MPI derived datatypes: a subarray type
 //                      per peer on each side, one MPI_Alltoallw, no packing
 //         hand_packed  by hand: pack loops into one buffer per peer,
@@ -151,6 +154,8 @@ void pencil_case(benchmark::State& state, std::size_t n, bool strided, std::stri
     if (impl == "shardmesh_datatypes") mesh.state<collective_tuning>().prefer(strided_all_to_all_algorithm::datatypes);
     if (impl == "shardmesh_node_window")
       mesh.state<collective_tuning>().prefer(strided_all_to_all_algorithm::node_window);
+    if (impl == "shardmesh_node_window_streaming")
+      mesh.state<collective_tuning>().prefer(strided_all_to_all_algorithm::node_window_streaming);
     run = [&, to_pencils = std::make_shared<redistributor<complex, 3, host> const>(in, to)] { (*to_pencils)(in, out); };
   }
   run();  // the first call plans, prepares and (shardmesh) measures its algorithm: not timed
@@ -175,7 +180,8 @@ void register_all() {
             ->Unit(benchmark::kMillisecond);
       };
       add(false, "shardmesh");
-      for (char const* impl : {"shardmesh", "shardmesh_datatypes", "shardmesh_node_window", "alltoallw", "hand_packed"})
+      for (char const* impl : {"shardmesh", "shardmesh_datatypes", "shardmesh_node_window",
+                               "shardmesh_node_window_streaming", "alltoallw", "hand_packed"})
         add(true, impl);
     }
 }

@@ -564,10 +564,11 @@ def expert_section(dispatch, plans):
 
 
 def pencil_section(results):
-    """Strided pencil transposes against contiguous ones and hand-written MPI, side by side; shardmesh's two
+    """Strided pencil transposes against contiguous ones and hand-written MPI, side by side; shardmesh's
     algorithms for strided all-to-alls, each forced, beside the one the mesh measured faster."""
     rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | datatypes ms | node window ms | "
-            "alltoallw ms | strided / alltoallw | hand-packed ms | strided / hand-packed |", "|" + "---|" * 11]
+            "streaming window ms | alltoallw ms | strided / alltoallw | hand-packed ms | strided / hand-packed |",
+            "|" + "---|" * 12]
     for ranks, n in sorted(results, key=lambda k: (int(k[0]), int(k[1]))):
         r = results[(ranks, n)]
         ours, base = r.get("strided/shardmesh"), r.get("contiguous/shardmesh")
@@ -575,7 +576,8 @@ def pencil_section(results):
             continue
         med = lambda impl: statistics.median(x["ms"] for x in r[impl])
         cells = [fmt_ms(med("contiguous/shardmesh")), fmt_ms(med("strided/shardmesh")), f"{dp_ratio(ours, base):.2f}"]
-        for impl in ("strided/shardmesh_datatypes", "strided/shardmesh_node_window"):
+        for impl in ("strided/shardmesh_datatypes", "strided/shardmesh_node_window",
+                     "strided/shardmesh_node_window_streaming"):
             cells.append(fmt_ms(med(impl)) if impl in r else "")
         for impl in ("strided/alltoallw", "strided/hand_packed"):
             cells += [fmt_ms(med(impl)), f"{dp_ratio(ours, r[impl]):.2f}"] if impl in r else ["", ""]

@@ -175,7 +175,7 @@ TEST_CASE("the strided all-to-all is measured once, chosen alike on every rank, 
   std::size_t const before = mesh.ledger().current(memory_category::workspace);
   auto const z = redistribute(x, pencils);
   std::size_t const sent = x.local().size() - x.local().size() / mesh.size();
-  std::size_t const window_before = chosen == strided_all_to_all_algorithm::node_window ? 0 : before;
+  std::size_t const window_before = chosen == strided_all_to_all_algorithm::datatypes ? before : 0;
   CHECK(mesh.ledger().current(memory_category::workspace) >= window_before + sent * sizeof(double));
   for (std::size_t i = 0; i < z.local().size(); ++i) REQUIRE(z.local().data()[i] == 2.0);
 

@@ -1,10 +1,11 @@
 // The pack kernel against a serial walk of the same index lists: for every
 // pair of layouts of small matrices (block and cyclic) on meshes of 4, every
-// pair of ranks, and each way of addressing the two sides, both kernel forms
-// (a range of segments, used on the host; a team per segment, used on
-// devices) must copy every element where the lists say. Long rows cut into
-// several segments are included. Then the MPI datatypes of the same pieces
-// (host memory) against the same walk.
+// pair of ranks, and each way of addressing the two sides, every kernel form
+// (a range of segments, used on the host, with or without streaming stores;
+// a team per segment, used on devices) must copy every element where the
+// lists say. Long rows cut into several segments are included. Then the
+// streaming copy alone at every alignment, and the MPI datatypes of the
+// same pieces (host memory) against the same walk.
 #include "../algebra/layout_enumeration.hpp"
 #include "mpi_test.hpp"
 
@@ -13,8 +14,10 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <array>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 // Inside a namespace of its own: bundled with other test files into one translation unit.
@@ -59,7 +62,19 @@ view on_device(std::vector<double> const& v) {
   return out;
 }
 
-// Both kernels on the pieces `from` rank q sends `to` rank r, in every addressing.
+// The kernel's forms: a range of segments (the host's), the same with
+// streaming stores (the host's out of cache), a team per segment (devices').
+enum class form { ranges, streaming, teams };
+std::array<form, 3> const forms{form::ranges, form::streaming, form::teams};
+
+void run(form f, segment_copy<double, space::memory_space> const& copy, std::size_t segments) {
+  if (f == form::teams) return transfer_in_teams(space{}, copy, segments);
+  if constexpr (std::is_same_v<space::memory_space, Kokkos::HostSpace>)
+    if (f == form::streaming) return transfer_streaming(space{}, copy, segments);
+  transfer_in_ranges(space{}, copy, segments);
+}
+
+// Every form of the kernel on the pieces `from` rank q sends `to` rank r, in every addressing.
 std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const& to, tensor_index const& global) {
   bound_layout const before = bind(mesh, from);
   bound_layout const after = bind(mesh, to);
@@ -79,15 +94,12 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
       std::iota(packed.begin(), packed.end(), 1.0);
       std::vector<double> const shard(local_size(mesh, after, global, r), -1.0);
       auto const expected = serial_transfer(one, packed, addressing::packed, shard, addressing::indexed);
-      for (bool teams : {false, true}) {
+      for (form f : forms) {
         view const out = on_device(shard);
         segment_copy<double, space::memory_space> const copy{
             unpack.pieces, unpack.src_indices, unpack.dst_indices, view(on_device(packed)), out, one.rank - 1, true,
             false};
-        if (teams)
-          transfer_in_teams(space{}, copy, unpack.segments);
-        else
-          transfer_in_ranges(space{}, copy, unpack.segments);
+        run(f, copy, unpack.segments);
         REQUIRE(on_host(out) == expected);
       }
     }
@@ -95,7 +107,7 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
     std::iota(source.begin(), source.end(), 1.0);
     auto const expected =
         serial_transfer(set, source, addressing::indexed, std::vector<double>(set.total, -1.0), addressing::packed);
-    for (bool teams : {false, true}) {
+    for (form f : forms) {
       view const out = on_device(std::vector<double>(set.total, -1.0));
       segment_copy<double, space::memory_space> const copy{uploaded.pieces,
                                                            uploaded.src_indices,
@@ -105,10 +117,7 @@ std::size_t check_pair(mesh_shape const& mesh, layout const& from, layout const&
                                                            set.rank - 1,
                                                            false,
                                                            true};
-      if (teams)
-        transfer_in_teams(space{}, copy, uploaded.segments);
-      else
-        transfer_in_ranges(space{}, copy, uploaded.segments);
+      run(f, copy, uploaded.segments);
       REQUIRE(on_host(out) == expected);
       ++checked;
     }
@@ -137,7 +146,7 @@ std::size_t over_matrix_layouts(Check check) {
 
 }  // namespace
 
-TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tensor][pieces]") {
+TEST_CASE("every form of the pack kernel copies what the index lists say", "[tensor][pieces]") {
   std::size_t checked = over_matrix_layouts(check_pair);
   for (mesh_shape const& mesh : meshes_of_4) {
     // Rows longer than a segment.
@@ -147,6 +156,25 @@ TEST_CASE("both forms of the pack kernel copy what the index lists say", "[tenso
     checked += check_pair(mesh, cols, rows, tensor_index{3, 2 * segment_length + 5});
   }
   CHECK(checked > 0);
+}
+
+// Streaming stores write whole aligned lines: every alignment of either
+// side, lengths around one and several lines, must copy exactly its bytes.
+TEST_CASE("a streaming copy copies its bytes and nothing else, at every alignment", "[tensor][pieces]") {
+  constexpr std::size_t most = 5 * cache_line + 7;
+  std::vector<unsigned char> from(most + 2 * cache_line);
+  std::iota(from.begin(), from.end(), static_cast<unsigned char>(1));
+  alignas(cache_line) std::array<unsigned char, most + 3 * cache_line> to{};
+  for (std::size_t to_at = 0; to_at < cache_line; ++to_at)
+    for (std::size_t from_at : {std::size_t{0}, std::size_t{3}, cache_line - 1})
+      for (std::size_t bytes = 0; bytes <= most; ++bytes) {
+        to.fill(0);
+        stream_copy(to.data() + to_at, from.data() + from_at, bytes);
+        stream_fence();
+        auto expected = decltype(to){};
+        std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(from_at), bytes, expected.begin() + to_at);
+        REQUIRE(to == expected);
+      }
 }
 
 namespace {

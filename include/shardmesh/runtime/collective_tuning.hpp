@@ -6,21 +6,24 @@
 //    (comm/ring_reduce_scatter.hpp);
 //  - an all-to-all whose pieces are strided on both sides (host memory):
 //    MPI_Alltoallw on datatypes, or a node-shared window where the group
-//    shares a node (comm/node_window.hpp; the window wins while the data
-//    stays in cache, MPI's single copy beyond).
-// Chosen by measuring both, once per communicator and size class (a power
+//    shares a node (comm/node_window.hpp), its copies storing through the
+//    cache (which wins while the data stays in it) or streaming past it
+//    (beyond; where the CPU streams, detail/streaming_copy.hpp).
+// Chosen by measuring each, once per communicator and size class (a power
 // of two of the bytes), the first time that class is asked for: five timed
 // runs of each on a duplicate of the communicator (so the mesh's counters
 // see none of them), the slowest rank's time per run, the median per
 // algorithm (ours must win by 5%, else MPI's stays). The measurement is
-// collective over the communicator and every rank gets the same answer. Nothing is tuned to one MPI library: a library
-// whose collective reaches the bound keeps it. prefer() fixes a choice (for
-// benchmarks and tests). Both algorithms of a pair give the same result,
-// except that a reduce-scatter's two sum in different orders.
+// collective over the communicator and every rank gets the same answer.
+// Nothing is tuned to one MPI library: a library whose collective reaches
+// the bound keeps it. prefer() fixes a choice (for benchmarks and tests).
+// The algorithms for one collective give the same result, except that a
+// reduce-scatter's two sum in different orders.
 
 #include "shardmesh/comm/communicator.hpp"
 #include "shardmesh/comm/reduce_scatter.hpp"
 #include "shardmesh/comm/ring_reduce_scatter.hpp"
+#include "shardmesh/detail/streaming_copy.hpp"
 #include "shardmesh/runtime/mesh_context.hpp"
 
 #include <mpi.h>
@@ -30,6 +33,7 @@
 #include <array>
 #include <bit>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -38,7 +42,7 @@
 namespace shardmesh {
 
 enum class reduce_scatter_algorithm { automatic, mpi, ring };
-enum class strided_all_to_all_algorithm { automatic, datatypes, node_window };
+enum class strided_all_to_all_algorithm { automatic, datatypes, node_window, node_window_streaming };
 
 class collective_tuning {
  public:
@@ -80,13 +84,12 @@ class collective_tuning {
     auto it = chosen_strided_.find(key);
     if (it == chosen_strided_.end()) {
       communicator const copy = duplicate(group);
-      bool const window_faster = second_faster(
-          copy, [&] { run(strided_all_to_all_algorithm::datatypes, copy); },
-          [&] { run(strided_all_to_all_algorithm::node_window, copy); });
-      it = chosen_strided_
-               .emplace(key, window_faster ? strided_all_to_all_algorithm::node_window
-                                           : strided_all_to_all_algorithm::datatypes)
-               .first;
+      std::vector<strided_all_to_all_algorithm> candidates{strided_all_to_all_algorithm::datatypes,
+                                                           strided_all_to_all_algorithm::node_window};
+      if (detail::streams()) candidates.push_back(strided_all_to_all_algorithm::node_window_streaming);
+      std::vector<std::function<void()>> runs;
+      for (auto const a : candidates) runs.emplace_back([&run, &copy, a] { run(a, copy); });
+      it = chosen_strided_.emplace(key, candidates[fastest(copy, runs)]).first;
     }
     return it->second;
   }
@@ -101,10 +104,10 @@ class collective_tuning {
     Kokkos::View<T*, Space> data("shardmesh::tuning", total),
         recv("shardmesh::tuning", counts[static_cast<std::size_t>(comm.rank())]),
         scratch("shardmesh::tuning", *std::max_element(counts.begin(), counts.end()));
-    bool const ring_faster = second_faster(
-        comm, [&] { ireduce_scatter_v(comm, data, recv, counts, reduce_op::sum, completion::deferred, exec).wait(); },
-        [&] { ring_reduce_scatter<T, Space>(comm, data, recv, counts, 0, scratch, exec).wait(); });
-    return ring_faster ? reduce_scatter_algorithm::ring : reduce_scatter_algorithm::mpi;
+    std::size_t const chosen = fastest(
+        comm, {[&] { ireduce_scatter_v(comm, data, recv, counts, reduce_op::sum, completion::deferred, exec).wait(); },
+               [&] { ring_reduce_scatter<T, Space>(comm, data, recv, counts, 0, scratch, exec).wait(); }});
+    return chosen == 1 ? reduce_scatter_algorithm::ring : reduce_scatter_algorithm::mpi;
   }
 
   static communicator duplicate(communicator const& group) {
@@ -113,32 +116,37 @@ class collective_tuning {
     return communicator::adopt(copy);
   }
 
-  // Whether `second` runs faster than `first` on comm: each warmed up once,
-  // then five timed runs of each, the slowest rank's time per run, the
-  // medians compared; `second` must win by 5%, more than a loaded machine's
-  // noise, else MPI's own collective (`first`) stays. Collective over comm.
-  template <class First, class Second>
-  static bool second_faster(communicator const& comm, First&& first, Second&& second) {
-    auto const time = [&](auto&& run) {
+  // Which of `runs` runs fastest on comm: each warmed up once, then five
+  // rounds of one timed run of each, the slowest rank's time per run, the
+  // medians compared. runs[0] is MPI's own collective: another must beat it
+  // by 5%, more than a loaded machine's noise, else it stays. Collective
+  // over comm.
+  static std::size_t fastest(communicator const& comm, std::vector<std::function<void()>> const& runs) {
+    auto const time = [&](std::function<void()> const& run) {
       MPI_Barrier(comm.get());
       double const start = MPI_Wtime();
       run();
       return MPI_Wtime() - start;
     };
-    (void)time(first);  // warm up both
-    (void)time(second);
-    std::array<std::array<double, 2>, 5> runs{};
-    for (auto& run : runs) {
-      run = {time(first), time(second)};
-      MPI_Allreduce(MPI_IN_PLACE, run.data(), 2, MPI_DOUBLE, MPI_MAX, comm.get());  // the slowest rank's
+    for (auto const& run : runs) (void)time(run);  // warm up each
+    constexpr std::size_t rounds = 5;
+    std::vector<std::array<double, rounds>> times(runs.size());
+    for (std::size_t k = 0; k < rounds; ++k) {
+      std::vector<double> round;
+      for (auto const& run : runs) round.push_back(time(run));
+      MPI_Allreduce(MPI_IN_PLACE, round.data(), static_cast<int>(round.size()), MPI_DOUBLE, MPI_MAX,
+                    comm.get());  // the slowest rank's
+      for (std::size_t i = 0; i < runs.size(); ++i) times[i][k] = round[i];
     }
-    auto const median = [&](std::size_t i) {
-      std::array<double, runs.size()> t{};
-      for (std::size_t k = 0; k < runs.size(); ++k) t[k] = runs[k][i];
+    std::vector<double> median;
+    for (auto& t : times) {
       std::sort(t.begin(), t.end());
-      return t[t.size() / 2];
-    };
-    return median(1) < 0.95 * median(0);
+      median.push_back(t[rounds / 2]);
+    }
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < runs.size(); ++i)
+      if (median[i] < 0.95 * median[0] && (best == 0 || median[i] < median[best])) best = i;
+    return best;
   }
 
   std::mutex mutex_;

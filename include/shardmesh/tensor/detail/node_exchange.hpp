@@ -5,8 +5,9 @@
 // behind a header of where each member's piece starts; once every rank has
 // (publish), each unpacks what it receives straight from its peers'
 // segments into its new shard, and copies the piece it keeps from shard to
-// shard. Whether this or MPI_Alltoallw on datatypes runs is measured per
-// group and size (runtime/collective_tuning.hpp).
+// shard. Out of cache, the copies may store by streaming stores (half the
+// memory traffic). Whether this, with which stores, or MPI_Alltoallw on
+// datatypes runs is measured per group and size (runtime/collective_tuning.hpp).
 
 #include "shardmesh/algebra/axis_set.hpp"
 #include "shardmesh/comm/collective_debug.hpp"
@@ -29,11 +30,12 @@
 
 namespace shardmesh::detail {
 
-// Runs the all-to-all step p over group through window (collective over group).
+// Runs the all-to-all step p over group through window (collective over
+// group), every copy storing as `how` says.
 template <class ExecutionSpace, class T>
 void node_all_to_all(ExecutionSpace const& exec, communicator const& group, node_window& window,
                      prepared_step<Kokkos::HostSpace> const& p, Kokkos::View<T*, Kokkos::HostSpace> in,
-                     Kokkos::View<T*, Kokkos::HostSpace> out) {
+                     Kokkos::View<T*, Kokkos::HostSpace> out, stores how) {
   using view = Kokkos::View<T*, Kokkos::HostSpace>;
   using const_view = Kokkos::View<T const*, Kokkos::HostSpace>;
   check_collective(group.get(), "all_to_all", element_name<T>());
@@ -44,8 +46,8 @@ void node_all_to_all(ExecutionSpace const& exec, communicator const& group, node
   std::byte* const mine = window.acquire(header + p.sends.total * sizeof(T));
   std::memcpy(mine, p.packed_send_offsets.data(), n * sizeof(std::size_t));
   transfer(exec, p.sends, const_view(in), addressing::indexed, view(reinterpret_cast<T*>(mine + header), p.sends.total),
-           addressing::packed);
-  transfer(exec, p.own, const_view(in), addressing::indexed, out, addressing::indexed);
+           addressing::packed, how);
+  transfer(exec, p.own, const_view(in), addressing::indexed, out, addressing::indexed, how);
   exec.fence("shardmesh::node_all_to_all");
   window.publish();
   for (std::size_t q = 0; q < n; ++q) {
@@ -54,7 +56,7 @@ void node_all_to_all(ExecutionSpace const& exec, communicator const& group, node
     std::size_t at = 0;  // where q packed our piece
     std::memcpy(&at, peer + me * sizeof(std::size_t), sizeof(std::size_t));
     const_view const from(reinterpret_cast<T const*>(peer + header) + at, p.recv_counts[q]);
-    transfer(exec, p.receives_from[q], from, addressing::packed, out, addressing::indexed);
+    transfer(exec, p.receives_from[q], from, addressing::packed, out, addressing::indexed, how);
   }
   exec.fence("shardmesh::node_all_to_all");
 }

@@ -18,9 +18,11 @@
 #include "shardmesh/algebra/mesh_shape.hpp"
 #include "shardmesh/algebra/plan_traffic.hpp"
 #include "shardmesh/algebra/shard_geometry.hpp"
+#include "shardmesh/detail/streaming_copy.hpp"
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <type_traits>
@@ -198,6 +200,7 @@ struct segment_copy {
   std::size_t last;  // the last dimension
   bool src_packed;
   bool dst_packed;
+  bool streaming = false;  // on the host, rows are copied by streaming stores (detail/streaming_copy.hpp)
 
   template <class Loop>
   KOKKOS_FUNCTION void operator()(std::size_t segment, Loop const& loop) const {
@@ -242,6 +245,10 @@ struct segment_copy {
     if (src_step == 1 && dst_step == 1 && (p.even || (src_packed && dst_packed))) {  // the common case
       T const* const s = from + src_first;
       T* const t = to + dst_first;
+      KOKKOS_IF_ON_HOST((if (streaming) {
+        stream_copy(t + begin, s + begin, (end - begin) * sizeof(T));
+        return;
+      }))
       loop(begin, end, [&](std::size_t j) { t[j] = s[j]; });
     } else if (p.even || (src_packed && dst_packed)) {
       loop(begin, end, [&](std::size_t j) { to[dst_first + j * dst_step] = from[src_first + j * src_step]; });
@@ -268,6 +275,25 @@ void transfer_in_ranges(ExecutionSpace const& exec, segment_copy<T, MemorySpace>
       });
 }
 
+// The same with streaming stores, for host spaces alone (a host lambda;
+// detail/streaming_copy.hpp): a few chunks of segments per thread, each
+// ended by the fence that orders its stores, so that the fences are rare.
+template <class ExecutionSpace, class T, class MemorySpace>
+void transfer_streaming(ExecutionSpace const& exec, segment_copy<T, MemorySpace> copy, std::size_t segments) {
+  static_assert(std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>);
+  copy.streaming = true;
+  std::size_t const chunks = std::min<std::size_t>(segments, 4 * static_cast<std::size_t>(exec.concurrency()));
+  Kokkos::parallel_for(
+      "shardmesh::transfer_pieces_streaming",
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(exec, 0, chunks), [=](std::size_t chunk) {
+        for (std::size_t segment = chunk * segments / chunks; segment < (chunk + 1) * segments / chunks; ++segment)
+          copy(segment, [](std::size_t begin, std::size_t end, auto const& f) {
+            for (std::size_t j = begin; j < end; ++j) f(j);
+          });
+        stream_fence();
+      });
+}
+
 // The same with a team per segment, its elements over the team's vector
 // lanes: for devices.
 template <class ExecutionSpace, class T, class MemorySpace>
@@ -282,20 +308,27 @@ void transfer_in_teams(ExecutionSpace const& exec, segment_copy<T, MemorySpace> 
       });
 }
 
+// How a host transfer stores: through the cache, or streaming past it
+// (for destinations larger than the cache; devices store as they do).
+enum class stores { cached, streaming };
+
 // Copies every element of the pieces from src to dst on the instance exec
 // (asynchronously, where the backend is).
 template <class ExecutionSpace, class T, class MemorySpace>
 void transfer(ExecutionSpace const& exec, device_pieces<MemorySpace> const& set,
               Kokkos::View<T const*, MemorySpace> src, addressing src_mode, Kokkos::View<T*, MemorySpace> dst,
-              addressing dst_mode) {
+              addressing dst_mode, stores how = stores::cached) {
   if (set.total == 0) return;
   bool const src_packed = src_mode == addressing::packed;
   bool const dst_packed = dst_mode == addressing::packed;
   segment_copy<T, MemorySpace> const copy{set.pieces, set.src_indices, set.dst_indices, src,
                                           dst,        set.rank - 1,    src_packed,      dst_packed};
-  if constexpr (std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>)
-    transfer_in_ranges(exec, copy, set.segments);
-  else
+  if constexpr (std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>) {
+    if (how == stores::streaming)
+      transfer_streaming(exec, copy, set.segments);
+    else
+      transfer_in_ranges(exec, copy, set.segments);
+  } else
     transfer_in_teams(exec, copy, set.segments);
 }
 

@@ -73,6 +73,11 @@ std::function<void()> unpacking(ExecutionSpace const& exec, device_pieces<Memory
   };
 }
 
+// How a node window's algorithm stores.
+[[nodiscard]] inline stores stores_of(strided_all_to_all_algorithm a) {
+  return a == strided_all_to_all_algorithm::node_window_streaming ? stores::streaming : stores::cached;
+}
+
 // Where the pieces of a blocking all-to-all on host memory are strided on
 // both sides and the group shares a node: whether this mesh runs it through
 // a node window, measured against MPI_Alltoallw the first time its size
@@ -97,15 +102,15 @@ bool ran_in_node_window(ExecutionSpace const& exec, device_mesh const& mesh, com
         return;
       }
       if (!trial) trial.emplace(comm);
-      node_all_to_all(exec, comm, *trial, *p, in, out);
+      node_all_to_all(exec, comm, *trial, *p, in, out, stores_of(a));
       if (trial_recorded.bytes() != trial->capacity())
         trial_recorded = mesh.track(memory_category::workspace, trial->capacity());
     };
     auto const chosen = mesh.state<collective_tuning>().strided_all_to_all(group, bytes, run);
     trial.reset();  // collective: every rank measured, or none did
     trial_recorded = {};
-    if (chosen != strided_all_to_all_algorithm::node_window) return false;
-    node_all_to_all(exec, group, *window, *p, in, out);
+    if (chosen == strided_all_to_all_algorithm::datatypes) return false;
+    node_all_to_all(exec, group, *window, *p, in, out, stores_of(chosen));
     windows.record(p->group_axes);
     return true;
   } else {
