@@ -119,26 +119,33 @@ staged_buffer<T, Space> stage(communicator const& comm, Kokkos::View<T*, Space> 
 // and returns a request that keeps `keep` (count, displacement and type arrays)
 // alive and copies a staged result back. post_call(send_pointer,
 // recv_pointer, &request) issues the non-blocking MPI call;
-// post_call(send_pointer, recv_pointer, nullptr) the blocking one.
+// post_call(send_pointer, recv_pointer, nullptr) the blocking one, after
+// which the result is copied back at once and the request holds nothing
+// (no allocation: a blocking collective's heap is only MPI's).
 // Precondition: send and recv are ready (no kernel still writes them).
 template <class T, class Space, class ExecutionSpace, class Post>
 request post(communicator const& comm, char const* name, completion when, std::size_t sent, std::size_t received,
              Kokkos::View<T*, Space> send, Kokkos::View<T*, Space> recv, std::initializer_list<kept_array> keep,
              ExecutionSpace const& exec, Post&& post_call, buffer_use use = {}) {
-  Kokkos::Profiling::ScopedRegion region(std::string("shardmesh::") + name);
+  // The region's name is made only when a tool listens.
+  std::optional<Kokkos::Profiling::ScopedRegion> region;
+  if (Kokkos::Tools::profileLibraryLoaded()) region.emplace(std::string("shardmesh::") + name);
   check_collective(comm.get(), name, element_name<T>());
   count_call<T>(comm, name, sent, received);
   staged_buffer<T, Space> const in = use.in_place ? staged_buffer<T, Space>(send, staging_policy::never)
                                                   : stage(comm, send, std::move(use.send_parts), true, false);
   staged_buffer<T, Space> const out = stage(comm, recv, std::move(use.recv_parts), use.in_place, true);
   (use.in_place ? out : in).to_mpi(exec);
-  MPI_Request r = MPI_REQUEST_NULL;
-  if (when == completion::deferred) {
-    post_call(in.data(), out.data(), &r);
-  } else {
-    blocked_in const waiting(name);
-    post_call(in.data(), out.data(), nullptr);
+  if (when == completion::immediate) {
+    {
+      blocked_in const waiting(name);
+      post_call(in.data(), out.data(), nullptr);
+    }
+    out.from_mpi(exec);
+    return request(name, {});
   }
+  MPI_Request r = MPI_REQUEST_NULL;
+  post_call(in.data(), out.data(), &r);
   return request(name, {r}, [in, out, exec, kept = std::vector<kept_array>(keep)] { out.from_mpi(exec); });
 }
 

@@ -26,7 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
-#include <vector>
+#include <type_traits>
 
 namespace shardmesh::ops::detail {
 
@@ -101,7 +101,9 @@ class summa_operand {
   }
 
   // The holder copies its strip's tile into the slot, row-major, a row per
-  // iteration (no division per element).
+  // iteration (no division per element). On the host, on the calling
+  // thread: a strip is a small copy beside its product, less than a
+  // parallel region costs (whose runtime allocates a team per region).
   // Public: CUDA's extended lambdas may not live in private member functions.
   void pack(std::size_t slot, execution_space_of<MemorySpace> const& exec) {
     auto const v = x_.local();
@@ -110,14 +112,21 @@ class summa_operand {
     bool const columns = k_dim_ == 1;
     std::size_t const rows = columns ? slots_[slot].part.size() : slots_[slot].len;
     std::size_t const width = columns ? slots_[slot].len : slots_[slot].part.size();
-    Kokkos::parallel_for(
-        "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, rows),
-        KOKKOS_LAMBDA(std::size_t row) {
-          T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
-          T* const to = out.data() + row * width;
-          for (std::size_t col = 0; col < width; ++col) to[col] = from[col];
-        });
-    exec.fence("shardmesh::summa: the strip is packed before MPI reads it");
+    if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace>) {
+      for (std::size_t row = 0; row < rows; ++row) {
+        T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
+        std::copy(from, from + width, out.data() + row * width);
+      }
+    } else {
+      Kokkos::parallel_for(
+          "shardmesh::summa_pack", Kokkos::RangePolicy<execution_space_of<MemorySpace>>(exec, 0, rows),
+          KOKKOS_LAMBDA(std::size_t row) {
+            T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
+            T* const to = out.data() + row * width;
+            for (std::size_t col = 0; col < width; ++col) to[col] = from[col];
+          });
+      exec.fence("shardmesh::summa: the strip is packed before MPI reads it");
+    }
   }
 
  private:
@@ -143,20 +152,45 @@ class summa_operand {
   std::array<in_flight, 2> slots_;
 };
 
-// The first indices of the strips this rank multiplies: every strip, or,
-// when c is partial over layers (summa_2_5d), its layer's share.
-[[nodiscard]] inline std::vector<std::size_t> strips_walked(device_mesh const& mesh, bound_dim const& ka,
-                                                            bound_dim const& kb, std::size_t extent, std::size_t width,
-                                                            axis_set layers) {
-  mesh_shape const& shape = mesh.shape();
-  std::size_t const count = layers.empty() ? 1 : group_size(shape, layers);
-  std::size_t const layer = layers.empty() ? 0 : group_position(shape, layers, mesh.rank());
-  std::vector<std::size_t> starts;
-  std::size_t s = 0;
-  for (std::size_t g = 0; g < extent; g = strip_end(shape, ka, kb, extent, g, width), ++s)
-    if (layer_walks(s, layer, count)) starts.push_back(g);
-  return starts;
-}
+// The steps this rank takes, in order, walked as the product goes (no list
+// on the heap): strip by strip (every strip, or, when c is partial over
+// layers (summa_2_5d), its layer's share: every layers-th from its own),
+// tile by tile.
+class summa_steps {
+ public:
+  struct step {
+    std::size_t g = 0;  // the strip's first index of k
+    std::size_t t = 0;  // the tile
+  };
+
+  summa_steps(device_mesh const& mesh, bound_dim const& ka, bound_dim const& kb, std::size_t extent, std::size_t width,
+              std::size_t tiles, axis_set layers)
+      : shape_(mesh.shape()), ka_(ka), kb_(kb), extent_(extent), width_(width), tiles_(tiles) {
+    layers_ = layers.empty() ? 1 : group_size(shape_, layers);
+    std::size_t const layer = layers.empty() ? 0 : group_position(shape_, layers, mesh.rank());
+    first_ = strips_after({0, 0}, layer);
+  }
+
+  [[nodiscard]] step first() const { return first_; }
+  [[nodiscard]] bool done(step at) const { return at.g >= extent_; }
+  [[nodiscard]] step next(step at) const {
+    return at.t + 1 < tiles_ ? step{at.g, at.t + 1} : strips_after(at, layers_);
+  }
+  // Where strip g ends.
+  [[nodiscard]] std::size_t end_of(std::size_t g) const { return strip_end(shape_, ka_, kb_, extent_, g, width_); }
+
+ private:
+  [[nodiscard]] step strips_after(step at, std::size_t strips) const {
+    for (; strips > 0 && !done(at); --strips) at = {end_of(at.g), 0};
+    return {at.g, 0};
+  }
+
+  mesh_shape const& shape_;
+  bound_dim const& ka_;
+  bound_dim const& kb_;
+  std::size_t extent_, width_, tiles_, layers_ = 1;
+  step first_;
+};
 
 // c = alpha a.b by SUMMA in strips of `width`, each cut into `tiles` of
 // the travelling operand's other dimension (tiles > 1 only where one
@@ -188,40 +222,39 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
   };
   sa.use({part(0, 0, na), part(1, 0, na)});
   sb.use({part(0, (1 + second) * na, nb), part(1, (1 + second) * na, nb)});
-  mesh_shape const& shape = mesh.shape();
-  std::vector<std::size_t> const starts =
-      strips_walked(mesh, sa.k(), sb.k(), extent, width, shardmesh::detail::normalized(shape, c.bound()).partial_axes);
-  if (starts.empty()) Kokkos::deep_copy(exec, c.local(), T(0));
-  auto const end_of = [&](std::size_t g) { return strip_end(shape, sa.k(), sb.k(), extent, g, width); };
-  std::size_t const steps = starts.size() * tiles;  // step i: strip i / tiles, tile i % tiles
+  summa_steps const steps(mesh, sa.k(), sb.k(), extent, width, tiles,
+                          shardmesh::detail::normalized(mesh.shape(), c.bound()).partial_axes);
+  using step = summa_steps::step;
+  if (steps.done(steps.first())) Kokkos::deep_copy(exec, c.local(), T(0));
   // One strip in flight: blocking broadcasts, as nothing could overlap them.
   completion const how = overlapped ? completion::deferred : completion::immediate;
-  auto const start = [&](std::size_t i, std::size_t slot) {
-    std::size_t const g = starts[i / tiles];
-    sa.start(g, end_of(g) - g, range(sa, i % tiles), slot, how, exec);
-    sb.start(g, end_of(g) - g, range(sb, i % tiles), slot, how, exec);
+  auto const start = [&](step at, std::size_t slot) {
+    std::size_t const len = steps.end_of(at.g) - at.g;
+    sa.start(at.g, len, range(sa, at.t), slot, how, exec);
+    sb.start(at.g, len, range(sb, at.t), slot, how, exec);
   };
-  if (steps > 0) start(0, 0);
-  for (std::size_t i = 0, slot = 0; i < steps; ++i, slot ^= second) {
-    if (i > 0 && !overlapped) {
+  if (!steps.done(steps.first())) start(steps.first(), 0);
+  std::size_t slot = 0;
+  for (step at = steps.first(); !steps.done(at); at = steps.next(at), slot ^= second) {
+    bool const first_strip = at.g == steps.first().g;
+    if (!overlapped && !(first_strip && at.t == 0)) {
       exec.fence("shardmesh::summa: the last product is done with the strips");
-      start(i, slot);
+      start(at, slot);
     }
-    if (i + 1 < steps && overlapped) {  // the next strip travels while this one multiplies
+    if (step const after = steps.next(at); overlapped && !steps.done(after)) {  // it travels while this multiplies
       exec.fence("shardmesh::summa: the other slot's product is done");
-      start(i + 1, slot ^ 1);
+      start(after, slot ^ 1);
     }
     sa.wait(slot);
     sb.wait(slot);
-    tile_range const ra = range(sa, i % tiles), rb = range(sb, i % tiles);
-    std::size_t const g = starts[i / tiles];
+    tile_range const ra = range(sa, at.t), rb = range(sb, at.t);
     gemm_shape s;
     s.m = ra.size();
     s.n = rb.size();
-    s.k = end_of(g) - g;
+    s.k = steps.end_of(at.g) - at.g;
     local_gemm(exec, s, alpha, sa.data(slot), gemm_strides{{}, sa.row_stride(slot), 1}, sb.data(slot),
-               gemm_strides{{}, sb.row_stride(slot), 1}, i < tiles ? 0 : 1, c.local().data() + ra.from * cols + rb.from,
-               gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
+               gemm_strides{{}, sb.row_stride(slot), 1}, first_strip ? 0 : 1,
+               c.local().data() + ra.from * cols + rb.from, gemm_strides{{}, static_cast<std::ptrdiff_t>(cols), 1});
     shardmesh::progress(mesh);
   }
   exec.fence("shardmesh::summa");
