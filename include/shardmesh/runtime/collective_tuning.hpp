@@ -11,9 +11,10 @@
 //    (beyond; where the CPU streams, detail/streaming_copy.hpp).
 // Chosen by measuring each, once per communicator and size class (a power
 // of two of the bytes), the first time that class is asked for: five timed
-// runs of each on a duplicate of the communicator (so the mesh's counters
-// see none of them), the slowest rank's time per run, the median per
-// algorithm (ours must win by 5%, else MPI's stays). The measurement is
+// runs of each (three calls back to back) on a duplicate of the
+// communicator (so the mesh's counters see none of them), the slowest
+// rank's time per run, the median per algorithm (ours must win by 5%, else
+// MPI's stays). The measurement is
 // collective over the communicator and every rank gets the same answer.
 // Nothing is tuned to one MPI library: a library whose collective reaches
 // the bound keeps it. prefer() fixes a choice (for benchmarks and tests).
@@ -118,14 +119,16 @@ class collective_tuning {
 
   // Which of `runs` runs fastest on comm: each warmed up once, then five
   // rounds of one timed run of each, the slowest rank's time per run, the
-  // medians compared. runs[0] is MPI's own collective: another must beat it
-  // by 5%, more than a loaded machine's noise, else it stays. Collective
-  // over comm.
+  // medians compared. A timed run is three calls back to back, as a time
+  // loop makes them (where ranks outnumber cores, an algorithm that
+  // synchronizes often loses to descheduled peers there, not after a
+  // barrier). runs[0] is MPI's own collective: another must beat it by 5%,
+  // more than a loaded machine's noise, else it stays. Collective over comm.
   static std::size_t fastest(communicator const& comm, std::vector<std::function<void()>> const& runs) {
     auto const time = [&](std::function<void()> const& run) {
       MPI_Barrier(comm.get());
       double const start = MPI_Wtime();
-      run();
+      for (int call = 0; call < 3; ++call) run();
       return MPI_Wtime() - start;
     };
     for (auto const& run : runs) (void)time(run);  // warm up each
