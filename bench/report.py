@@ -25,7 +25,7 @@ import json
 import math
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 BEGIN = "<!-- transition results begin -->"
 END = "<!-- transition results end -->"
@@ -566,9 +566,10 @@ def expert_section(dispatch, plans):
 def pencil_section(results):
     """Strided pencil transposes against contiguous ones and hand-written MPI, side by side; shardmesh's
     algorithms for strided all-to-alls, each forced, beside the one the mesh measured faster."""
-    rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | datatypes ms | node window ms | "
-            "streaming window ms | alltoallw ms | strided / alltoallw | hand-packed ms | strided / hand-packed |",
-            "|" + "---|" * 12]
+    rows = ["| ranks | n | contiguous ms | strided ms | strided / contiguous | measured choice (rounds) | datatypes ms | "
+            "node window ms | streaming window ms | alltoallw ms | strided / alltoallw | hand-packed ms | "
+            "strided / hand-packed |", "|" + "---|" * 13]
+    names = {1: "datatypes", 2: "window", 3: "streaming window"}
     for ranks, n in sorted(results, key=lambda k: (int(k[0]), int(k[1]))):
         r = results[(ranks, n)]
         ours, base = r.get("strided/shardmesh"), r.get("contiguous/shardmesh")
@@ -576,6 +577,8 @@ def pencil_section(results):
             continue
         med = lambda impl: statistics.median(x["ms"] for x in r[impl])
         cells = [fmt_ms(med("contiguous/shardmesh")), fmt_ms(med("strided/shardmesh")), f"{dp_ratio(ours, base):.2f}"]
+        chosen = Counter(names.get(int(x.get("chosen", 0)), "?") for x in ours)
+        cells.append(", ".join(f"{name} ({count})" for name, count in chosen.most_common()))
         for impl in ("strided/shardmesh_datatypes", "strided/shardmesh_node_window",
                      "strided/shardmesh_node_window_streaming"):
             cells.append(fmt_ms(med(impl)) if impl in r else "")

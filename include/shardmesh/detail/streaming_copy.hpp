@@ -3,11 +3,11 @@
 // destinations too large to stay in it. A plain copy first reads every
 // destination line it overwrites (to own it in the cache), so a copy out of
 // cache moves three lines per line copied; streaming stores write whole
-// lines to memory without reading them: two. Measured on an AVX-512 core, a
-// 16 MiB strided copy took half the time (docs/10). Only whole-line stores
-// gain: the 16-byte stores every x86-64 has were no faster there, so the
-// lines go by AVX-512 or AVX, whichever the CPU has (checked once at run
-// time); other CPUs, compilers and device builds copy plainly.
+// lines to memory without reading them: two (a strided transpose's copies
+// out of cache, docs/10). Only whole-line stores gained on an AVX-512 core
+// (the 16-byte stores every x86-64 has were no faster), so the lines go by
+// AVX-512 or AVX, whichever the CPU has (checked once at run time); other
+// CPUs, compilers and device builds copy plainly.
 //
 // Streaming stores are not ordered with the thread's later stores or with
 // other threads: a thread calls stream_fence() after its last one, before
