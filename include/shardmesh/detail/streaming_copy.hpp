@@ -7,7 +7,7 @@
 // out of cache, docs/10). Only whole-line stores gained on an AVX-512 core
 // (the 16-byte stores every x86-64 has were no faster), so the lines go by
 // AVX-512 or AVX, whichever the CPU has (checked once at run time); other
-// CPUs, compilers and device builds copy plainly.
+// CPUs and compilers copy plainly.
 //
 // Streaming stores are not ordered with the thread's later stores or with
 // other threads: a thread calls stream_fence() after its last one, before
@@ -17,8 +17,11 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
-    !defined(__SYCL_DEVICE_ONLY__)
+// Host code: a CUDA or HIP device pass also defines __x86_64__ (the host's),
+// but has neither the intrinsics nor the CPU checks. Every host pass, of
+// every compiler, defines these functions alike.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define SHARDMESH_STREAMING_STORES 1
 #include <immintrin.h>
 #else

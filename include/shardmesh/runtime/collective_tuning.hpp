@@ -87,7 +87,10 @@ class collective_tuning {
       communicator const copy = duplicate(group);
       std::vector<strided_all_to_all_algorithm> candidates{strided_all_to_all_algorithm::datatypes,
                                                            strided_all_to_all_algorithm::node_window};
-      if (detail::streams()) candidates.push_back(strided_all_to_all_algorithm::node_window_streaming);
+      // Every rank times the same algorithms: whether the CPU streams is agreed.
+      int streams = detail::streams() ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &streams, 1, MPI_INT, MPI_MIN, copy.get());
+      if (streams == 1) candidates.push_back(strided_all_to_all_algorithm::node_window_streaming);
       std::vector<std::function<void()>> runs;
       for (auto const a : candidates) runs.emplace_back([&run, &copy, a] { run(a, copy); });
       it = chosen_strided_.emplace(key, candidates[fastest(copy, runs)]).first;

@@ -113,6 +113,7 @@ class summa_operand {
     std::size_t const rows = columns ? slots_[slot].part.size() : slots_[slot].len;
     std::size_t const width = columns ? slots_[slot].len : slots_[slot].part.size();
     if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace>) {
+      exec.fence("shardmesh::summa: what exec still writes is done");  // an asynchronous host backend's
       for (std::size_t row = 0; row < rows; ++row) {
         T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
         std::copy(from, from + width, out.data() + row * width);
