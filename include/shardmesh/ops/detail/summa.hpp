@@ -113,7 +113,6 @@ class summa_operand {
     std::size_t const rows = columns ? slots_[slot].part.size() : slots_[slot].len;
     std::size_t const width = columns ? slots_[slot].len : slots_[slot].part.size();
     if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace>) {
-      exec.fence("shardmesh::summa: what exec still writes is done");  // an asynchronous host backend's
       for (std::size_t row = 0; row < rows; ++row) {
         T const* const from = columns ? &v(first + row, local) : &v(local + row, first);
         std::copy(from, from + width, out.data() + row * width);
@@ -234,7 +233,10 @@ void summa(dynamic_dtensor<T, 2, MemorySpace> const& a, dynamic_dtensor<T, 2, Me
     sa.start(at.g, len, range(sa, at.t), slot, how, exec);
     sb.start(at.g, len, range(sb, at.t), slot, how, exec);
   };
-  if (!steps.done(steps.first())) start(steps.first(), 0);
+  if (!steps.done(steps.first())) {
+    exec.fence("shardmesh::summa: the operands are written");  // a host holder copies its strip off exec
+    start(steps.first(), 0);
+  }
   std::size_t slot = 0;
   for (step at = steps.first(); !steps.done(at); at = steps.next(at), slot ^= second) {
     bool const first_strip = at.g == steps.first().g;

@@ -260,6 +260,14 @@ struct segment_copy {
   }
 };
 
+// A segment's element copies one after another, on one thread.
+struct serial_loop {
+  template <class F>
+  KOKKOS_FUNCTION void operator()(std::size_t begin, std::size_t end, F const& f) const {
+    for (std::size_t j = begin; j < end; ++j) f(j);
+  }
+};
+
 // Copies every element of the pieces from src to dst on ExecutionSpace, one
 // segment per iteration of a range: a plain loop, for host spaces, where a
 // team per segment costs more than copying a short row.
@@ -268,11 +276,7 @@ void transfer_in_ranges(ExecutionSpace const& exec, segment_copy<T, MemorySpace>
   Kokkos::parallel_for(
       "shardmesh::transfer_pieces",
       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(exec, 0, segments),
-      KOKKOS_LAMBDA(std::size_t segment) {
-        copy(segment, [](std::size_t begin, std::size_t end, auto const& f) {
-          for (std::size_t j = begin; j < end; ++j) f(j);
-        });
-      });
+      KOKKOS_LAMBDA(std::size_t segment) { copy(segment, serial_loop{}); });
 }
 
 // The same with streaming stores, for host spaces alone (a host lambda;
@@ -287,9 +291,7 @@ void transfer_streaming(ExecutionSpace const& exec, segment_copy<T, MemorySpace>
       "shardmesh::transfer_pieces_streaming",
       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::size_t>>(exec, 0, chunks), [=](std::size_t chunk) {
         for (std::size_t segment = chunk * segments / chunks; segment < (chunk + 1) * segments / chunks; ++segment)
-          copy(segment, [](std::size_t begin, std::size_t end, auto const& f) {
-            for (std::size_t j = begin; j < end; ++j) f(j);
-          });
+          copy(segment, serial_loop{});
         stream_fence();
       });
 }
